@@ -1,0 +1,98 @@
+import { readFileSync, statSync } from "node:fs";
+
+/** A user from the OS user database, with everything a spawn or chown needs. */
+export interface User {
+  readonly name: string;
+  readonly uid: number;
+  readonly gid: number;
+  readonly home: string;
+  readonly shell: string;
+  /** Supplementary group ids (primary gid first, then every group listing the user). */
+  readonly groups: readonly number[];
+}
+
+interface Snapshot {
+  key: string;
+  byName: Map<string, User>;
+  userById: Map<number, string>;
+  groupById: Map<number, string>;
+}
+
+/** Reads /etc/passwd and /etc/group, re-reading them whenever either file changes. */
+export class UserDb {
+  private snap: Snapshot | undefined;
+
+  constructor(
+    private readonly passwdPath = "/etc/passwd",
+    private readonly groupPath = "/etc/group",
+  ) {}
+
+  /** Looks a user up by name; undefined when unknown. */
+  lookup(name: string): User | undefined {
+    return this.current().byName.get(name);
+  }
+
+  /** The user name owning a uid, or the decimal id when unknown. */
+  userName(uid: number): string {
+    return this.current().userById.get(uid) ?? String(uid);
+  }
+
+  /** The group name of a gid, or the decimal id when unknown. */
+  groupName(gid: number): string {
+    return this.current().groupById.get(gid) ?? String(gid);
+  }
+
+  private current(): Snapshot {
+    const key = fileKey(this.passwdPath) + "|" + fileKey(this.groupPath);
+    if (!this.snap || this.snap.key !== key) this.snap = load(key, this.passwdPath, this.groupPath);
+    return this.snap;
+  }
+}
+
+function fileKey(path: string): string {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  } catch {
+    return "missing";
+  }
+}
+
+function readLines(path: string): string[][] {
+  let text = "";
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter((l) => l && !l.startsWith("#"))
+    .map((l) => l.split(":"));
+}
+
+function load(key: string, passwdPath: string, groupPath: string): Snapshot {
+  const groupById = new Map<number, string>();
+  const memberOf = new Map<string, number[]>();
+  for (const [name, , gidText, members] of readLines(groupPath)) {
+    const gid = Number(gidText);
+    if (!name || !Number.isInteger(gid)) continue;
+    if (!groupById.has(gid)) groupById.set(gid, name);
+    for (const m of (members ?? "").split(",").filter(Boolean)) {
+      const list = memberOf.get(m) ?? [];
+      list.push(gid);
+      memberOf.set(m, list);
+    }
+  }
+  const byName = new Map<string, User>();
+  const userById = new Map<number, string>();
+  for (const [name, , uidText, gidText, , home, shell] of readLines(passwdPath)) {
+    const uid = Number(uidText);
+    const gid = Number(gidText);
+    if (!name || !Number.isInteger(uid) || !Number.isInteger(gid)) continue;
+    const groups = [gid, ...(memberOf.get(name) ?? []).filter((g) => g !== gid)];
+    if (!byName.has(name)) byName.set(name, { name, uid, gid, home: home || "/", shell: shell || "/bin/sh", groups });
+    if (!userById.has(uid)) userById.set(uid, name);
+  }
+  return { key, byName, userById, groupById };
+}

@@ -1,0 +1,119 @@
+import { parseArgs } from "node:util";
+import { readFileSync } from "node:fs";
+
+/** How /init steps the clock: the real clock, never, or a fake clock kept in a file (tests). */
+export type ClockMode = { kind: "system" } | { kind: "off" } | { kind: "file"; path: string };
+
+/** Everything the daemon is configured with at start. */
+export interface Config {
+  port: number;
+  host: string;
+  defaultUser: string;
+  defaultWorkdir: string | undefined;
+  logLevel: string;
+  /** Lower-case hex SHA-512 of the token the host allows /init to set (stands in for MMDS). */
+  accessTokenHash: string | undefined;
+  clock: ClockMode;
+  caBundlePath: string;
+  caCertPath: string;
+  runDir: string;
+  /** Most live processes started through Start at once. */
+  maxProcesses: number;
+  /** Most watchers (streaming and polling) at once. */
+  maxWatchers: number;
+  /** Largest single Connect message accepted, in bytes. */
+  maxMessageBytes: number;
+}
+
+/** What parseConfig returns: a config to run with, or text to print and an exit code. */
+export type ParseResult = { config: Config } | { print: string; exitCode: number };
+
+const options = {
+  port: { type: "string", env: "ENVD_PORT", help: "TCP port to listen on (0 picks a free one)", def: "49983" },
+  host: { type: "string", env: "ENVD_HOST", help: "address to bind (:: is dual-stack)", def: "::" },
+  "default-user": { type: "string", env: "ENVD_DEFAULT_USER", help: "user for requests that name none", def: "root" },
+  "default-workdir": { type: "string", env: "ENVD_DEFAULT_WORKDIR", help: "directory substituted for empty paths", def: "" },
+  "log-level": { type: "string", env: "ENVD_LOG_LEVEL", help: "trace|debug|info|warn|error|silent", def: "info" },
+  "access-token-hash": { type: "string", env: "ENVD_ACCESS_TOKEN_HASH", help: "hex SHA-512 of a token /init may set", def: "" },
+  "access-token-hash-file": { type: "string", env: "ENVD_ACCESS_TOKEN_HASH_FILE", help: "file holding that hash", def: "" },
+  clock: { type: "string", env: "ENVD_CLOCK", help: "clock /init steps: system|off|file:PATH", def: "system" },
+  "ca-bundle": { type: "string", env: "ENVD_CA_BUNDLE", help: "system CA bundle /init appends to", def: "/etc/ssl/certs/ca-certificates.crt" },
+  "ca-cert": { type: "string", env: "ENVD_CA_CERT", help: "where /init keeps its CA certificate", def: "/usr/local/share/ca-certificates/e2b-ca.crt" },
+  "run-dir": { type: "string", env: "ENVD_RUN_DIR", help: "runtime directory for sandbox metadata files", def: "/run/e2b" },
+  "max-processes": { type: "string", env: "ENVD_MAX_PROCESSES", help: "most live processes at once", def: "4096" },
+  "max-watchers": { type: "string", env: "ENVD_MAX_WATCHERS", help: "most filesystem watchers at once", def: "1024" },
+  "max-message-bytes": { type: "string", env: "ENVD_MAX_MESSAGE_BYTES", help: "largest Connect message accepted", def: String(64 * 1024 * 1024) },
+} as const;
+
+type OptionName = keyof typeof options;
+
+/** Usage text listing every flag with its environment variable and default. */
+export function usage(): string {
+  const lines = ["Usage: envd [options]", "", "Options (each also settable by its environment variable):"];
+  for (const [name, o] of Object.entries(options)) {
+    lines.push(`  --${name.padEnd(24)} ${o.help} [${o.env}] (default: ${o.def || "none"})`);
+  }
+  lines.push("  --version                  print the version and exit", "  --help                     print this help and exit");
+  return lines.join("\n") + "\n";
+}
+
+/** Parses argv (flags win over environment variables, which win over defaults). */
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: string): ParseResult {
+  const spec = Object.fromEntries(Object.keys(options).map((k) => [k, { type: "string" as const }]));
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: { ...spec, version: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+      allowPositionals: false,
+    }).values as Record<string, string | boolean | undefined>;
+  } catch (err) {
+    return { print: `envd: ${(err as Error).message}\n\n${usage()}`, exitCode: 2 };
+  }
+  if (values.help) return { print: usage(), exitCode: 0 };
+  if (values.version) return { print: version + "\n", exitCode: 0 };
+  const get = (name: OptionName): string => {
+    const v = values[name];
+    if (typeof v === "string") return v;
+    return env[options[name].env] ?? options[name].def;
+  };
+  try {
+    return { config: build(get) };
+  } catch (err) {
+    return { print: `envd: ${(err as Error).message}\n`, exitCode: 2 };
+  }
+}
+
+function int(name: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) throw new Error(`--${name} must be an integer from ${min} to ${max}, got '${text}'`);
+  return n;
+}
+
+function build(get: (name: OptionName) => string): Config {
+  let hash = get("access-token-hash").trim().toLowerCase();
+  const hashFile = get("access-token-hash-file");
+  if (!hash && hashFile) hash = readFileSync(hashFile, "utf8").trim().toLowerCase();
+  if (hash && !/^[0-9a-f]{128}$/.test(hash)) throw new Error("access token hash must be 128 hex characters (SHA-512)");
+  const clockText = get("clock");
+  let clock: ClockMode;
+  if (clockText === "system" || clockText === "off") clock = { kind: clockText };
+  else if (clockText.startsWith("file:") && clockText.length > 5) clock = { kind: "file", path: clockText.slice(5) };
+  else throw new Error(`--clock must be system, off or file:PATH, got '${clockText}'`);
+  return {
+    port: int("port", get("port"), 0, 65535),
+    host: get("host"),
+    defaultUser: get("default-user"),
+    defaultWorkdir: get("default-workdir") || undefined,
+    logLevel: get("log-level"),
+    accessTokenHash: hash || undefined,
+    clock,
+    caBundlePath: get("ca-bundle"),
+    caCertPath: get("ca-cert"),
+    runDir: get("run-dir"),
+    maxProcesses: int("max-processes", get("max-processes"), 1, 1 << 20),
+    maxWatchers: int("max-watchers", get("max-watchers"), 1, 1 << 20),
+    maxMessageBytes: int("max-message-bytes", get("max-message-bytes"), 1024, 2 ** 31 - 1),
+  };
+}

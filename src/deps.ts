@@ -1,0 +1,12 @@
+import type { Config } from "./config.js";
+import type { UserDb } from "./auth/users.js";
+import type { SandboxState } from "./system/state.js";
+import type { Logger } from "./http/log.js";
+
+/** What every service and route is built with: created once in app.ts and passed in explicitly. */
+export interface Deps {
+  readonly config: Config;
+  readonly users: UserDb;
+  readonly state: SandboxState;
+  readonly log: Logger;
+}
