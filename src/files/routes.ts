@@ -1,15 +1,14 @@
 import type { Route } from "../http/routes.js";
 import type { Deps } from "../deps.js";
-import { HttpError } from "../http/errors.js";
+import { compose } from "./compose.js";
+import { download } from "./download.js";
+import { upload } from "./upload.js";
 
-/** GET/POST /files and POST /files/compose. */
-export function filesRoutes(_deps: Deps): Route[] {
-  const todo = () => {
-    throw new HttpError(501, "not yet available in this build");
-  };
+/** GET/POST /files (signature-checked here, so exempt from the token gate) and POST /files/compose. */
+export function filesRoutes(deps: Deps): Route[] {
   return [
-    { method: "GET", path: "/files", exempt: true, handler: todo },
-    { method: "POST", path: "/files", exempt: true, handler: todo },
-    { method: "POST", path: "/files/compose", handler: todo },
+    { method: "GET", path: "/files", exempt: true, handler: (r) => download(r, deps) },
+    { method: "POST", path: "/files", exempt: true, handler: (r) => upload(r, deps) },
+    { method: "POST", path: "/files/compose", handler: (r) => compose(r, deps) },
   ];
 }

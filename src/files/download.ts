@@ -1,0 +1,67 @@
+import { open, stat, type FileHandle } from "node:fs/promises";
+import { basename } from "node:path";
+import { pipeline } from "node:stream/promises";
+import { createGzip } from "node:zlib";
+import type { Deps } from "../deps.js";
+import { HttpError } from "../http/errors.js";
+import type { RouteRequest } from "../http/routes.js";
+import { typeByExtension } from "./content-type.js";
+import { inlineDisposition } from "./disposition.js";
+import { identityRejected, negotiateEncoding } from "./encoding.js";
+import { authorizeFiles, headerValue, queryParam, resolvePath } from "./request.js";
+import { serveIdentity, STREAM_CHUNK } from "./serve.js";
+
+/** Request headers that force an identity response (ranges and validators need the raw bytes). */
+const IDENTITY_ONLY = ["range", "if-modified-since", "if-none-match", "if-range"];
+
+/** GET /files: streams a file to the client (envd-behaviour §4.5). */
+export async function download(r: RouteRequest, deps: Deps): Promise<void> {
+  const user = authorizeFiles(r, deps, "read");
+  const raw = queryParam(r.query, "path") ?? "";
+  const path = resolvePath(raw, user, deps, `error expanding and resolving path '${raw}': `);
+  const st = await stat(path).catch((err: NodeJS.ErrnoException) => {
+    // A path running through a regular file does not exist either (the reference says 500 there).
+    if (err.code === "ENOENT" || err.code === "ENOTDIR") throw new HttpError(404, `path '${path}' does not exist`);
+    throw new HttpError(500, `error checking if path exists '${path}': ${err.message}`, { cause: err });
+  });
+  if (st.isDirectory()) throw new HttpError(400, `path '${path}' is a directory`);
+
+  let coding = negotiateEncoding(headerValue(r, "accept-encoding"));
+  r.res.setHeader("Vary", "Accept-Encoding");
+  if (IDENTITY_ONLY.some((h) => headerValue(r, h))) {
+    if (identityRejected(headerValue(r, "accept-encoding"))) {
+      throw new HttpError(406, "identity encoding not acceptable for Range or conditional request");
+    }
+    coding = "identity";
+  }
+
+  let fh: FileHandle;
+  try {
+    fh = await open(path, "r");
+  } catch (err) {
+    throw new HttpError(500, `error opening file '${path}': ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    r.res.setHeader("Content-Disposition", inlineDisposition(basename(path)));
+    if (coding === "gzip") await serveGzip(r, fh, raw);
+    else await serveIdentity(r, fh, st, raw);
+  } catch (err) {
+    if (r.res.headersSent || r.res.destroyed) {
+      // The client went away or the file failed mid-stream: nothing left to tell it.
+      r.log.debug({ path, err: (err as Error).message }, "download ended early");
+      r.res.destroy();
+      return;
+    }
+    throw err;
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/** Whole file through gzip: no length, no ranges; type from the raw path's extension only. */
+async function serveGzip(r: RouteRequest, fh: FileHandle, raw: string): Promise<void> {
+  r.res.setHeader("Content-Type", typeByExtension(raw) ?? "application/octet-stream");
+  r.res.setHeader("Content-Encoding", "gzip");
+  r.res.statusCode = 200;
+  await pipeline(fh.createReadStream({ autoClose: false, highWaterMark: STREAM_CHUNK }), createGzip(), r.res);
+}

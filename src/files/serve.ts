@@ -1,0 +1,104 @@
+import type { Stats } from "node:fs";
+import type { FileHandle } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { HttpError } from "../http/errors.js";
+import type { RouteRequest } from "../http/routes.js";
+import { evaluatePreconditions } from "./conditional.js";
+import { sniffContentType, typeByExtension } from "./content-type.js";
+import { byteRanges, planMultipart, RangeNotSatisfiable, type ByteRange } from "./ranges.js";
+import { headerValue } from "./request.js";
+
+/** Read size for streamed file bodies: big enough for throughput, small enough to keep memory flat. */
+export const STREAM_CHUNK = 256 * 1024;
+
+const SNIFF_BYTES = 512;
+
+/**
+ * Serves a file without content coding, with Go ServeContent semantics: Last-Modified,
+ * preconditions (304/412), Content-Type from the raw path or sniffed, byte ranges (206, 416).
+ * A file whose size is unknown (procfs, devices) streams until EOF without a length or ranges.
+ */
+export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, raw: string): Promise<void> {
+  const { res } = r;
+  res.setHeader("Last-Modified", new Date(st.mtimeMs).toUTCString());
+  const pre = evaluatePreconditions(
+    {
+      ifMatch: headerValue(r, "if-match"),
+      ifUnmodifiedSince: headerValue(r, "if-unmodified-since"),
+      ifNoneMatch: headerValue(r, "if-none-match"),
+      ifModifiedSince: headerValue(r, "if-modified-since"),
+      ifRange: headerValue(r, "if-range"),
+      range: headerValue(r, "range"),
+    },
+    st.mtimeMs,
+  );
+  if (pre.status === 412) throw new HttpError(412, "precondition failed");
+  if (pre.status === 304) {
+    res.statusCode = 304;
+    res.end();
+    return;
+  }
+
+  // Read the head through the file position so pipes and character devices work too.
+  const head = Buffer.alloc(SNIFF_BYTES);
+  const { bytesRead } = await fh.read(head, 0, SNIFF_BYTES, null);
+  const first = head.subarray(0, bytesRead);
+  const type = typeByExtension(raw) ?? sniffContentType(first);
+  res.setHeader("Content-Type", type);
+
+  const sized = st.isFile() && !(st.size === 0 && bytesRead > 0);
+  if (!sized) {
+    res.statusCode = 200;
+    await pipeline(concat(first, fh.createReadStream({ autoClose: false, highWaterMark: STREAM_CHUNK })), res);
+    return;
+  }
+
+  const size = st.size;
+  res.setHeader("Accept-Ranges", "bytes");
+  let ranges: ByteRange[] | undefined;
+  if (pre.range) {
+    try {
+      ranges = byteRanges(pre.range, size);
+    } catch (err) {
+      if (err instanceof RangeNotSatisfiable) res.setHeader("Content-Range", `bytes */${size}`);
+      throw err;
+    }
+  }
+  if (!ranges) {
+    res.setHeader("Content-Length", size);
+    res.statusCode = 200;
+    await pipeline(slice(fh, 0, size - 1), res);
+  } else if (ranges.length === 1) {
+    const [{ start, end }] = ranges;
+    res.setHeader("Content-Range", `bytes ${start}-${end}/${size}`);
+    res.setHeader("Content-Length", end - start + 1);
+    res.statusCode = 206;
+    await pipeline(slice(fh, start, end), res);
+  } else {
+    const plan = planMultipart(ranges, size, type);
+    res.setHeader("Content-Type", plan.contentType);
+    res.setHeader("Content-Length", plan.length);
+    res.statusCode = 206;
+    await pipeline(multipartBody(fh, plan.parts, plan.tail), res);
+  }
+}
+
+/** Bytes start..end (inclusive) by position, independent of the file offset; empty when end < start. */
+function slice(fh: FileHandle, start: number, end: number): Readable {
+  if (end < start) return Readable.from([]);
+  return fh.createReadStream({ start, end, autoClose: false, highWaterMark: STREAM_CHUNK });
+}
+
+async function* concat(first: Buffer, rest: Readable): AsyncGenerator<Buffer> {
+  if (first.length) yield first;
+  for await (const chunk of rest) yield chunk as Buffer;
+}
+
+async function* multipartBody(fh: FileHandle, parts: Array<{ head: string; range: ByteRange }>, tail: string): AsyncGenerator<Buffer> {
+  for (const { head, range } of parts) {
+    yield Buffer.from(head);
+    for await (const chunk of slice(fh, range.start, range.end)) yield chunk as Buffer;
+  }
+  yield Buffer.from(tail);
+}
