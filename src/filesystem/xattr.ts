@@ -61,3 +61,24 @@ export async function replaceMetadata(path: string, meta: Record<string, string>
   }
   return true;
 }
+
+/** Synchronous readMetadata, for callers that must describe an entry at the instant an event is handled. */
+export function readMetadataSync(path: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  let names: string[];
+  try {
+    names = xattr.listAttributesSync(path);
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    if (!name.startsWith(METADATA_PREFIX)) continue;
+    try {
+      const value = xattr.getAttributeSync(path, name);
+      if (value) out[name.slice(METADATA_PREFIX.length)] = utf8.decode(value);
+    } catch {
+      // unreadable or not UTF-8: skipped, as the reference does
+    }
+  }
+  return out;
+}

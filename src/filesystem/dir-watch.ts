@@ -1,0 +1,264 @@
+import { readdir } from "node:fs/promises";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { EventType, FilesystemEventSchema, type FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
+import type { HubSubscriber, InotifyHub } from "./hub.js";
+import type { InotifyAddon, RawEvent } from "./inotify.js";
+import { entryInfoSync, type NameLookup } from "./entry-info.js";
+import { compareNames } from "./list.js";
+import { goError } from "./go-error.js";
+
+/** How one watch behaves. */
+export interface WatchOptions {
+  /** The watched directory as requested (resolved, not symlink-resolved): event names are relative to it. */
+  root: string;
+  recursive: boolean;
+  includeEntry: boolean;
+  names: NameLookup;
+  /** Most undelivered events held; beyond it the watch fails instead of growing or dropping. */
+  maxPending: number;
+}
+
+type Constants = InotifyAddon["constants"];
+
+/** The event types one kernel mask yields, in the reference's fixed order (CREATE, RENAME, CHMOD, WRITE, REMOVE). */
+export function eventTypes(mask: number, c: Constants): EventType[] {
+  const out: EventType[] = [];
+  if (mask & (c.IN_CREATE | c.IN_MOVED_TO)) out.push(EventType.CREATE);
+  if (mask & (c.IN_MOVED_FROM | c.IN_MOVE_SELF)) out.push(EventType.RENAME);
+  if (mask & c.IN_ATTRIB) out.push(EventType.CHMOD);
+  if (mask & c.IN_MODIFY) out.push(EventType.WRITE);
+  if (mask & (c.IN_DELETE | c.IN_DELETE_SELF)) out.push(EventType.REMOVE);
+  return out;
+}
+
+/** The kernel events every watch asks for (not open, access or close-write, as the reference). */
+export function watchMask(c: Constants): number {
+  return c.IN_CREATE | c.IN_MODIFY | c.IN_ATTRIB | c.IN_MOVED_FROM | c.IN_MOVED_TO | c.IN_DELETE | c.IN_DELETE_SELF | c.IN_MOVE_SELF;
+}
+
+/** Describes an inotify_add_watch failure; the watch limit gets a plain-words message and resource_exhausted. */
+export function addWatchError(path: string, err: unknown): ConnectError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === "ENOSPC") {
+    return new ConnectError(`error adding path ${path} to watcher: inotify watch limit reached`, Code.ResourceExhausted, undefined, undefined, err);
+  }
+  if (code === "EMFILE") {
+    return new ConnectError(`error adding path ${path} to watcher: inotify instance limit reached`, Code.ResourceExhausted, undefined, undefined, err);
+  }
+  if (err instanceof ConnectError) return err;
+  const detail = (err as NodeJS.ErrnoException).syscall ? goError(err) : (err as Error).message;
+  return new ConnectError(`error adding path ${path} to watcher: ${detail}`, Code.Internal, undefined, undefined, err);
+}
+
+/**
+ * One directory watch (WatchDir stream or polling watcher): maps kernel events to
+ * FilesystemEvents relative to the root, follows new directories in recursive mode, and
+ * buffers events up to a bound. A failure is terminal and reported, never swallowed.
+ */
+export class DirWatch implements HubSubscriber {
+  private readonly wdRel = new Map<number, string>();
+  private queue: FilesystemEvent[] = [];
+  private head = 0;
+  private failure: ConnectError | undefined;
+  private closed = false;
+  private wake: (() => void) | undefined;
+  /** Paths announced by a synthetic walk in this batch / the previous one: the kernel's own CREATE for them is a duplicate. */
+  private announced = new Set<string>();
+  private suppress = new Set<string>();
+  private readonly c: Constants;
+  private readonly mask: number;
+
+  constructor(
+    private readonly hub: InotifyHub,
+    private readonly opts: WatchOptions,
+  ) {
+    this.c = hub.constants;
+    this.mask = watchMask(this.c);
+  }
+
+  /** Arms the watch: the root, and in recursive mode every directory below it (unreadable ones skipped). */
+  async arm(): Promise<void> {
+    this.hub.join(this);
+    try {
+      this.addDir(this.opts.root, "", this.c.IN_ONLYDIR);
+      if (this.opts.recursive) await this.armTree();
+    } catch (err) {
+      this.close();
+      throw addWatchError(this.opts.root, err);
+    }
+    if (this.failure) throw this.failure;
+  }
+
+  private async armTree(): Promise<void> {
+    const stack = [""];
+    while (stack.length > 0 && !this.closed) {
+      const rel = stack.pop()!;
+      let entries;
+      try {
+        entries = await readdir(join(this.opts.root, rel), { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const e of entries) {
+        if (!e.isDirectory()) continue;
+        const child = rel ? rel + "/" + e.name : e.name;
+        try {
+          this.addDir(join(this.opts.root, child), child, this.c.IN_ONLYDIR | this.c.IN_DONT_FOLLOW);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === "ENOSPC" || (err as NodeJS.ErrnoException).code === "EMFILE") throw err;
+          continue;
+        }
+        stack.push(child);
+      }
+    }
+  }
+
+  private addDir(abs: string, rel: string, flags: number): void {
+    const wd = this.hub.add(this, abs, this.mask | flags);
+    this.wdRel.set(wd, rel);
+  }
+
+  /** Handles one kernel event (see envd-behaviour §6.6 for the mapping). */
+  onEvent(ev: RawEvent): void {
+    if (this.closed || this.failure) return;
+    const dir = this.wdRel.get(ev.wd);
+    if (dir === undefined) return;
+    const c = this.c;
+    if (ev.name === "") {
+      // A subdirectory's own events are also reported by its parent: keep only the root's.
+      if (dir !== "") return;
+      this.emit(".", ev.mask);
+      if (ev.mask & (c.IN_DELETE_SELF | c.IN_MOVE_SELF)) this.detach();
+      return;
+    }
+    const rel = dir ? dir + "/" + ev.name : ev.name;
+    let mask = ev.mask;
+    if (mask & (c.IN_CREATE | c.IN_MOVED_TO) && this.suppress.delete(rel)) mask &= ~(c.IN_CREATE | c.IN_MOVED_TO);
+    this.emit(rel, mask);
+    if (!this.opts.recursive || !(mask & c.IN_ISDIR)) return;
+    if (mask & (c.IN_MOVED_FROM | c.IN_DELETE)) this.dropTree(rel);
+    if (mask & (c.IN_CREATE | c.IN_MOVED_TO)) this.addTree(rel);
+  }
+
+  /** Forgets a descriptor the kernel dropped. */
+  onIgnored(wd: number): void {
+    this.wdRel.delete(wd);
+  }
+
+  /** Makes the watch fail terminally with `watcher error: <message>`. */
+  onFail(message: string): void {
+    if (this.failure || this.closed) return;
+    this.failure = new ConnectError(`watcher error: ${message}`, Code.Internal);
+    this.detach();
+    this.hub.leave(this);
+    this.wake?.();
+  }
+
+  /** Ends the window in which kernel CREATEs duplicating a synthetic walk are suppressed. */
+  onBatchEnd(): void {
+    this.suppress = this.announced;
+    this.announced = new Set();
+  }
+
+  private emit(rel: string, mask: number): void {
+    for (const type of eventTypes(mask, this.c)) this.push(rel, type);
+  }
+
+  private push(name: string, type: EventType): void {
+    if (this.failure) return;
+    if (this.queue.length - this.head >= this.opts.maxPending) {
+      this.onFail(`event buffer overflow: more than ${this.opts.maxPending} events not yet read`);
+      return;
+    }
+    const withEntry = this.opts.includeEntry && (type === EventType.CREATE || type === EventType.WRITE || type === EventType.CHMOD);
+    const entry = withEntry ? entryInfoSync(join(this.opts.root, name), this.opts.names) : undefined;
+    this.queue.push(create(FilesystemEventSchema, { name, type, entry }));
+    this.wake?.();
+  }
+
+  /** Watches a directory that appeared in the tree and announces what it already contains (pre-order). */
+  private addTree(rel: string): void {
+    const abs = join(this.opts.root, rel);
+    try {
+      this.addDir(abs, rel, this.c.IN_ONLYDIR | this.c.IN_DONT_FOLLOW);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOSPC" || code === "EMFILE") this.onFail(addWatchError(abs, err).rawMessage);
+      return;
+    }
+    let entries;
+    try {
+      entries = readdirSync(abs, { withFileTypes: true }).sort((a, b) => compareNames(a.name, b.name));
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (this.failure) return;
+      const child = rel + "/" + e.name;
+      this.announced.add(child);
+      this.push(child, EventType.CREATE);
+      if (e.isDirectory()) this.addTree(child);
+    }
+  }
+
+  private dropTree(rel: string): void {
+    for (const [wd, r] of [...this.wdRel]) {
+      if (r === rel || r.startsWith(rel + "/")) {
+        this.wdRel.delete(wd);
+        this.hub.remove(this, wd);
+      }
+    }
+  }
+
+  private detach(): void {
+    for (const wd of [...this.wdRel.keys()]) this.hub.remove(this, wd);
+    this.wdRel.clear();
+  }
+
+  /** Polling: every buffered event, clearing the buffer; a failed watch throws its error every time. */
+  drain(): FilesystemEvent[] {
+    if (this.failure) throw this.failure;
+    const out = this.queue.slice(this.head);
+    this.queue = [];
+    this.head = 0;
+    return out;
+  }
+
+  /** Streaming: events as they come until closed or `signal` aborts; buffered events go out before a failure. */
+  async *events(signal: AbortSignal): AsyncGenerator<FilesystemEvent> {
+    for (;;) {
+      while (this.head < this.queue.length) {
+        const ev = this.queue[this.head];
+        this.queue[this.head++] = undefined as unknown as FilesystemEvent;
+        if (this.head > 4096 && this.head * 2 > this.queue.length) {
+          this.queue = this.queue.slice(this.head);
+          this.head = 0;
+        }
+        yield ev;
+      }
+      if (this.failure) throw this.failure;
+      if (this.closed || signal.aborted) return;
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          signal.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        this.wake = done;
+        signal.addEventListener("abort", done, { once: true });
+      });
+    }
+  }
+
+  /** Stops watching and releases every kernel watch this watch held. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.detach();
+    this.hub.leave(this);
+    this.wake?.();
+  }
+}

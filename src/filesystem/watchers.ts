@@ -1,0 +1,112 @@
+import { randomInt } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
+import type { NameLookup } from "./entry-info.js";
+import { InotifyHub } from "./hub.js";
+import { DirWatch } from "./dir-watch.js";
+import { validateWatchPath } from "./watch-validate.js";
+
+/** What a client asks of a watch (WatchDirRequest / CreateWatcherRequest). */
+export interface WatchRequest {
+  recursive: boolean;
+  includeEntry: boolean;
+  allowNetworkMounts: boolean;
+}
+
+/** Most undelivered events one watch holds before it fails with a buffer-overflow error. */
+export const MAX_PENDING_EVENTS = 100_000;
+
+const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+
+/** A polling watcher id as the reference makes them: "w" + 20 characters of [a-z0-9]. */
+export function newWatcherId(): string {
+  let id = "w";
+  for (let i = 0; i < 20; i++) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
+  return id;
+}
+
+/**
+ * Every live watch of the daemon (WatchDir streams and polling watchers) over one shared
+ * inotify hub, capped at `maxWatchers`; the polling ones are also indexed by id.
+ */
+export class WatcherRegistry {
+  private readonly hub = new InotifyHub();
+  private readonly live = new Set<DirWatch>();
+  private readonly polling = new Map<string, DirWatch>();
+
+  constructor(
+    private readonly maxWatchers: number,
+    private readonly names: NameLookup,
+  ) {}
+
+  /** Validates `path`, then arms a watch on it; the caller owns it and must release() it. */
+  async open(path: string, req: WatchRequest): Promise<DirWatch> {
+    await validateWatchPath(path, req.allowNetworkMounts);
+    if (this.live.size >= this.maxWatchers) {
+      throw new ConnectError(`too many watchers: the limit of ${this.maxWatchers} is reached`, Code.ResourceExhausted);
+    }
+    let watch: DirWatch;
+    try {
+      watch = new DirWatch(this.hub, {
+        root: path,
+        recursive: req.recursive,
+        includeEntry: req.includeEntry,
+        names: this.names,
+        maxPending: MAX_PENDING_EVENTS,
+      });
+    } catch (err) {
+      throw new ConnectError(`filesystem watching is unavailable: ${(err as Error).message}`, Code.Internal, undefined, undefined, err);
+    }
+    this.live.add(watch);
+    try {
+      await watch.arm();
+    } catch (err) {
+      this.live.delete(watch);
+      throw err;
+    }
+    return watch;
+  }
+
+  /** Closes a watch and frees its slot. */
+  release(watch: DirWatch): void {
+    watch.close();
+    this.live.delete(watch);
+  }
+
+  /** CreateWatcher: a watch that outlives the request, drained by id. */
+  async create(path: string, req: WatchRequest): Promise<string> {
+    const watch = await this.open(path, req);
+    let id = newWatcherId();
+    while (this.polling.has(id)) id = newWatcherId();
+    this.polling.set(id, watch);
+    return id;
+  }
+
+  /** GetWatcherEvents: everything that happened since the last call (kernel queue read first). */
+  events(id: string): FilesystemEvent[] {
+    const watch = this.lookup(id);
+    this.hub.flush();
+    return watch.drain();
+  }
+
+  /** RemoveWatcher: stops and forgets a polling watcher. */
+  remove(id: string): void {
+    const watch = this.lookup(id);
+    this.polling.delete(id);
+    this.release(watch);
+  }
+
+  /** Closes every watch (daemon shutdown); open WatchDir streams end with an error. */
+  async close(): Promise<void> {
+    this.polling.clear();
+    this.hub.close();
+    for (const watch of this.live) watch.close();
+    this.live.clear();
+  }
+
+  private lookup(id: string): DirWatch {
+    const watch = this.polling.get(id);
+    if (!watch) throw new ConnectError(`watcher with id ${id} not found`, Code.NotFound);
+    return watch;
+  }
+}
