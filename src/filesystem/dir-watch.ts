@@ -7,6 +7,7 @@ import { EventType, FilesystemEventSchema, type FilesystemEvent } from "../gen/f
 import type { HubSubscriber, InotifyHub } from "./hub.js";
 import type { InotifyAddon, RawEvent } from "./inotify.js";
 import { entryInfoSync, type NameLookup } from "./entry-info.js";
+import { EventBuffer } from "./event-buffer.js";
 import { compareNames } from "./list.js";
 import { goError } from "./go-error.js";
 
@@ -60,11 +61,8 @@ export function addWatchError(path: string, err: unknown): ConnectError {
  */
 export class DirWatch implements HubSubscriber {
   private readonly wdRel = new Map<number, string>();
-  private queue: FilesystemEvent[] = [];
-  private head = 0;
-  private failure: ConnectError | undefined;
+  private readonly buffer: EventBuffer;
   private closed = false;
-  private wake: (() => void) | undefined;
   /** Paths announced by a synthetic walk in this batch / the previous one: the kernel's own CREATE for them is a duplicate. */
   private announced = new Set<string>();
   private suppress = new Set<string>();
@@ -77,6 +75,7 @@ export class DirWatch implements HubSubscriber {
   ) {
     this.c = hub.constants;
     this.mask = watchMask(this.c);
+    this.buffer = new EventBuffer(opts.maxPending);
   }
 
   /** Arms the watch: the root, and in recursive mode every directory below it (unreadable ones skipped). */
@@ -89,7 +88,7 @@ export class DirWatch implements HubSubscriber {
       this.close();
       throw addWatchError(this.opts.root, err);
     }
-    if (this.failure) throw this.failure;
+    if (this.buffer.failed) throw this.buffer.failed;
   }
 
   private async armTree(): Promise<void> {
@@ -123,7 +122,7 @@ export class DirWatch implements HubSubscriber {
 
   /** Handles one kernel event (see envd-behaviour §6.6 for the mapping). */
   onEvent(ev: RawEvent): void {
-    if (this.closed || this.failure) return;
+    if (this.closed || this.buffer.failed) return;
     const dir = this.wdRel.get(ev.wd);
     if (dir === undefined) return;
     const c = this.c;
@@ -150,11 +149,10 @@ export class DirWatch implements HubSubscriber {
 
   /** Makes the watch fail terminally with `watcher error: <message>`. */
   onFail(message: string): void {
-    if (this.failure || this.closed) return;
-    this.failure = new ConnectError(`watcher error: ${message}`, Code.Internal);
+    if (this.buffer.failed || this.closed) return;
+    this.buffer.fail(message);
     this.detach();
     this.hub.leave(this);
-    this.wake?.();
   }
 
   /** Ends the window in which kernel CREATEs duplicating a synthetic walk are suppressed. */
@@ -168,15 +166,11 @@ export class DirWatch implements HubSubscriber {
   }
 
   private push(name: string, type: EventType): void {
-    if (this.failure) return;
-    if (this.queue.length - this.head >= this.opts.maxPending) {
-      this.onFail(`event buffer overflow: more than ${this.opts.maxPending} events not yet read`);
-      return;
-    }
+    if (this.buffer.failed) return;
+    if (this.buffer.full) return this.onFail(`event buffer overflow: more than ${this.opts.maxPending} events not yet read`);
     const withEntry = this.opts.includeEntry && (type === EventType.CREATE || type === EventType.WRITE || type === EventType.CHMOD);
     const entry = withEntry ? entryInfoSync(join(this.opts.root, name), this.opts.names) : undefined;
-    this.queue.push(create(FilesystemEventSchema, { name, type, entry }));
-    this.wake?.();
+    this.buffer.push(create(FilesystemEventSchema, { name, type, entry }));
   }
 
   /** Watches a directory that appeared in the tree and announces what it already contains (pre-order). */
@@ -196,7 +190,7 @@ export class DirWatch implements HubSubscriber {
       return;
     }
     for (const e of entries) {
-      if (this.failure) return;
+      if (this.buffer.failed) return;
       const child = rel + "/" + e.name;
       this.announced.add(child);
       this.push(child, EventType.CREATE);
@@ -220,37 +214,12 @@ export class DirWatch implements HubSubscriber {
 
   /** Polling: every buffered event, clearing the buffer; a failed watch throws its error every time. */
   drain(): FilesystemEvent[] {
-    if (this.failure) throw this.failure;
-    const out = this.queue.slice(this.head);
-    this.queue = [];
-    this.head = 0;
-    return out;
+    return this.buffer.drain();
   }
 
   /** Streaming: events as they come until closed or `signal` aborts; buffered events go out before a failure. */
-  async *events(signal: AbortSignal): AsyncGenerator<FilesystemEvent> {
-    for (;;) {
-      while (this.head < this.queue.length) {
-        const ev = this.queue[this.head];
-        this.queue[this.head++] = undefined as unknown as FilesystemEvent;
-        if (this.head > 4096 && this.head * 2 > this.queue.length) {
-          this.queue = this.queue.slice(this.head);
-          this.head = 0;
-        }
-        yield ev;
-      }
-      if (this.failure) throw this.failure;
-      if (this.closed || signal.aborted) return;
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          signal.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        this.wake = done;
-        signal.addEventListener("abort", done, { once: true });
-      });
-    }
+  events(signal: AbortSignal): AsyncGenerator<FilesystemEvent> {
+    return this.buffer.stream(signal);
   }
 
   /** Stops watching and releases every kernel watch this watch held. */
@@ -259,6 +228,6 @@ export class DirWatch implements HubSubscriber {
     this.closed = true;
     this.detach();
     this.hub.leave(this);
-    this.wake?.();
+    this.buffer.end();
   }
 }

@@ -1,7 +1,6 @@
 import { createRequire } from "node:module";
 import { existsSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { endianness } from "node:os";
 
 /** An open inotify instance inside the addon (opaque). */
@@ -42,22 +41,18 @@ function safeRealpath(p: string): string {
 
 /**
  * Files the addon is looked for at, in order: $ENVD_ADDON_DIR, beside the running script, the
- * repo build output next to it, /usr/lib/envd (packaged), then build outputs above this module.
+ * repo build output next to it, /usr/lib/envd (packaged), then the build output in any folder
+ * above the script or the working directory (compiled tests run from build/test).
  */
 export function addonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  const release = ["native", "inotify", "build", "Release"];
   const dirs: string[] = [];
   if (env.ENVD_ADDON_DIR) dirs.push(env.ENVD_ADDON_DIR);
-  if (process.argv[1]) {
-    const script = dirname(safeRealpath(process.argv[1]));
-    dirs.push(script, join(script, "..", "native", "inotify", "build", "Release"));
-  }
+  const script = process.argv[1] ? dirname(safeRealpath(process.argv[1])) : undefined;
+  if (script) dirs.push(script, join(script, "..", ...release));
   dirs.push("/usr/lib/envd");
-  try {
-    // import.meta.url is empty when bundled to CommonJS; the other candidates cover that case.
-    let dir = dirname(fileURLToPath(import.meta.url));
-    for (let i = 0; i < 5; i++, dir = dirname(dir)) dirs.push(join(dir, "native", "inotify", "build", "Release"));
-  } catch {
-    // no module URL: nothing more to try
+  for (const start of [script, process.cwd()]) {
+    for (let dir = start, i = 0; dir && i < 6; i++, dir = dirname(dir)) dirs.push(join(dir, ...release));
   }
   return [...new Set(dirs.map((d) => join(d, ADDON_FILE)))];
 }

@@ -1,0 +1,87 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
+
+/**
+ * The bounded queue between a watch and its reader: a stream that waits for events or a
+ * poller that drains them. Overflow or any other failure is terminal and reported to the
+ * reader, never a silent drop.
+ */
+export class EventBuffer {
+  private queue: FilesystemEvent[] = [];
+  private head = 0;
+  private failure: ConnectError | undefined;
+  private ended = false;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly max: number) {}
+
+  /** The terminal error, once there is one. */
+  get failed(): ConnectError | undefined {
+    return this.failure;
+  }
+
+  /** True when one more event would overflow the buffer. */
+  get full(): boolean {
+    return this.queue.length - this.head >= this.max;
+  }
+
+  /** Appends an event; on overflow the buffer fails instead. Returns false when nothing was added. */
+  push(ev: FilesystemEvent): boolean {
+    if (this.failure || this.ended) return false;
+    if (this.full) {
+      this.fail(`event buffer overflow: more than ${this.max} events not yet read`);
+      return false;
+    }
+    this.queue.push(ev);
+    this.wake?.();
+    return true;
+  }
+
+  /** Fails the buffer with `watcher error: <message>` (first failure wins). */
+  fail(message: string): void {
+    if (this.failure || this.ended) return;
+    this.failure = new ConnectError(`watcher error: ${message}`, Code.Internal);
+    this.wake?.();
+  }
+
+  /** Ends readers cleanly (the watch was closed). */
+  end(): void {
+    this.ended = true;
+    this.wake?.();
+  }
+
+  /** Polling: every buffered event, clearing the buffer; a failed buffer throws its error every time. */
+  drain(): FilesystemEvent[] {
+    if (this.failure) throw this.failure;
+    const out = this.queue.slice(this.head);
+    this.queue = [];
+    this.head = 0;
+    return out;
+  }
+
+  /** Streaming: events as they come until ended or `signal` aborts; buffered events go out before a failure. */
+  async *stream(signal: AbortSignal): AsyncGenerator<FilesystemEvent> {
+    for (;;) {
+      while (this.head < this.queue.length) {
+        const ev = this.queue[this.head];
+        this.queue[this.head++] = undefined as unknown as FilesystemEvent;
+        if (this.head > 4096 && this.head * 2 > this.queue.length) {
+          this.queue = this.queue.slice(this.head);
+          this.head = 0;
+        }
+        yield ev;
+      }
+      if (this.failure) throw this.failure;
+      if (this.ended || signal.aborted) return;
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          signal.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        this.wake = done;
+        signal.addEventListener("abort", done, { once: true });
+      });
+    }
+  }
+}
