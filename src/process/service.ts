@@ -1,26 +1,83 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { Process } from "../gen/process/process_pb.js";
+import { Process, Signal } from "../gen/process/process_pb.js";
 import type { Deps } from "../deps.js";
+import { requestUser } from "../auth/identity.js";
+import { applyInput, streamInput } from "./input.js";
+import { plan } from "./plan.js";
+import { ProcessRegistry } from "./registry.js";
+import { startProcess } from "./start.js";
+import { eventsOf, processEvents } from "./stream.js";
+import { findExecTools } from "./wrapper.js";
 
-const todo = (): never => {
-  throw new ConnectError("not yet available in this build", Code.Unimplemented);
-};
+// The reference answers other signals with unimplemented; a bad enum value is bad input,
+// so it is invalid_argument here (the SDKs only ever send SIGKILL).
+const SIGNALS: Partial<Record<Signal, NodeJS.Signals>> = { [Signal.SIGTERM]: "SIGTERM", [Signal.SIGKILL]: "SIGKILL" };
 
 /** process.Process: thin table of RPCs; the work lives in the helpers beside this file. */
-export function createProcessService(_deps: Deps): ServiceImpl<typeof Process> & { close(): Promise<void> } {
+export function createProcessService(deps: Deps): ServiceImpl<typeof Process> & { close(): Promise<void> } {
+  const registry = new ProcessRegistry(deps.config.maxProcesses);
+  const tools = findExecTools();
+  const path = process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  if (!tools.setpriv) deps.log.warn("setpriv not found: processes will run without their supplementary groups");
+
   return {
-    list: todo,
-    async *connect() {
-      todo();
+    list() {
+      const processes = registry.list().map((h) => ({ config: h.config, pid: h.pid, tag: h.tag }));
+      return { processes };
     },
-    async *start() {
-      todo();
+
+    async *start(req, ctx) {
+      const receivedAt = Date.now();
+      const user = requestUser(ctx, deps);
+      const spawnPlan = await plan(req, {
+        user,
+        injectedEnv: deps.state.envs.all(),
+        defaultWorkdir: deps.state.defaultWorkdir,
+        timeoutHeader: ctx.requestHeader.get("connect-timeout-ms"),
+        path,
+      });
+      const { handle, events } = await startProcess(req, spawnPlan, tools, registry, receivedAt);
+      deps.log.debug({ pid: handle.pid, pty: handle.isPty, tag: handle.tag }, "process started");
+      yield* processEvents(handle.pid, events, ctx);
     },
-    update: todo,
-    streamInput: todo,
-    sendInput: todo,
-    sendSignal: todo,
-    closeStdin: todo,
-    async close() {},
+
+    async *connect(req, ctx) {
+      const { pid, events } = eventsOf(registry.find(req.process));
+      yield* processEvents(pid, events, ctx);
+    },
+
+    async sendInput(req) {
+      await applyInput(registry.findLive(req.process), req.input);
+      return {};
+    },
+
+    async streamInput(requests) {
+      await streamInput(requests, registry);
+      return {};
+    },
+
+    async sendSignal(req) {
+      const sig = SIGNALS[req.signal];
+      if (!sig) throw new ConnectError(`invalid signal: SIGNAL_${Signal[req.signal] ?? req.signal}`, Code.InvalidArgument);
+      await registry.findLive(req.process).signal(sig);
+      return {};
+    },
+
+    closeStdin(req) {
+      registry.findLive(req.process).closeStdin();
+      return {};
+    },
+
+    update(req) {
+      const handle = registry.findLive(req.process);
+      const size = req.pty?.size;
+      if (req.pty) handle.resize(size?.cols ?? 0, size?.rows ?? 0);
+      return {};
+    },
+
+    async close() {
+      registry.close();
+      for (const h of registry.list()) h.release();
+    },
   };
 }

@@ -1,0 +1,22 @@
+import type { BroadcastLimits } from "./broadcast.js";
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** Per-subscriber output queue: cut beyond 16 MiB; "full" from 2 MiB until it drains below 512 KiB. */
+export const OUTPUT_LIMITS: BroadcastLimits = { maxBytes: 16 * MiB, highWater: 2 * MiB, lowWater: 512 * KiB };
+
+/** Largest single output event from a pipe (the reference reads pipes in 32 KiB chunks). */
+export const PIPE_CHUNK_BYTES = 32 * KiB;
+
+/** Largest single output event from a PTY (the reference reads PTYs in 16 KiB chunks). */
+export const PTY_CHUNK_BYTES = 16 * KiB;
+
+/** Largest input accepted in one SendInput / StreamInput message. */
+export const MAX_INPUT_BYTES = 16 * MiB;
+
+/** Most stdin bytes that may wait for a process that is not reading its stdin. */
+export const MAX_PENDING_STDIN_BYTES = 64 * MiB;
+
+/** How long exited processes stay findable by Connect (pid or tag). */
+export const EXIT_RETENTION_MS = 30_000;

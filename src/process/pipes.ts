@@ -1,0 +1,96 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import type { Readable, Writable } from "node:stream";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { ChildIo, StdinPort } from "./child-io.js";
+import type { ProcessHandle } from "./handle.js";
+import { MAX_PENDING_STDIN_BYTES, PIPE_CHUNK_BYTES } from "./limits.js";
+import { commandText, type SpawnPlan } from "./plan.js";
+import { execLine, type ExecTools } from "./wrapper.js";
+
+/**
+ * Spawns a non-PTY process with stdout/stderr pipes (and a stdin pipe when asked, else
+ * /dev/null), as the leader of its own session and process group so signals can reach
+ * its whole tree, and wires it to `handle`.
+ */
+export async function spawnPiped(plan: SpawnPlan, tools: ExecTools, handle: ProcessHandle): Promise<void> {
+  const line = execLine(plan.cmd, plan.args, plan.user, tools);
+  const failed = (err: unknown): ConnectError =>
+    new ConnectError(`error starting process '${commandText(plan.cmd, plan.args)}': ${(err as Error).message}`, Code.InvalidArgument, undefined, undefined, err);
+  let child: ChildProcess;
+  try {
+    child = spawn(line.file, line.args, {
+      cwd: plan.cwd,
+      env: plan.env,
+      detached: true,
+      stdio: [plan.stdin ? "pipe" : "ignore", "pipe", "pipe"],
+      uid: line.uid,
+      gid: line.gid,
+    });
+  } catch (err) {
+    throw failed(err);
+  }
+  if (child.pid === undefined) {
+    const err = await new Promise<Error>((resolve) => child.once("error", resolve));
+    throw failed(err);
+  }
+  const pid = child.pid;
+  child.on("error", () => undefined); // later errors (a failed kill) are reported where they happen
+  const outputs = [child.stdout, child.stderr].filter((s): s is Readable => s !== null);
+  handle.attach(pipeIo(pid, child, outputs), outputs.length);
+  watchOutput(child.stdout, "stdout", handle);
+  watchOutput(child.stderr, "stderr", handle);
+  child.once("exit", (code, signal) => handle.exited({ code, signal }));
+}
+
+function watchOutput(stream: Readable | null, kind: "stdout" | "stderr", handle: ProcessHandle): void {
+  if (!stream) return;
+  let done = false;
+  const eof = (): void => {
+    if (done) return;
+    done = true;
+    handle.eof();
+  };
+  stream.on("data", (chunk: Buffer) => handle.data(kind, chunk, PIPE_CHUNK_BYTES));
+  stream.once("end", eof);
+  stream.once("close", eof);
+  stream.on("error", eof);
+}
+
+function pipeIo(pid: number, child: ChildProcess, outputs: Readable[]): ChildIo {
+  return {
+    pid,
+    pause: () => outputs.forEach((s) => s.pause()),
+    resume: () => outputs.forEach((s) => s.resume()),
+    stdin: child.stdin ? stdinPort(child.stdin) : undefined,
+    release: () => {
+      for (const s of outputs) s.destroy();
+      child.stdin?.destroy();
+      child.unref();
+    },
+  };
+}
+
+function stdinPort(stream: Writable): StdinPort {
+  let broken = false;
+  stream.on("error", () => {
+    broken = true;
+  });
+  return {
+    get writable() {
+      return !broken && stream.writable && !stream.destroyed;
+    },
+    write(bytes) {
+      if (stream.writableLength + bytes.byteLength > MAX_PENDING_STDIN_BYTES) {
+        return Promise.reject(
+          new ConnectError("stdin buffer is full: the process is not reading its input", Code.ResourceExhausted),
+        );
+      }
+      return new Promise((resolve, reject) => {
+        stream.write(bytes, (err) => (err ? reject(err) : resolve()));
+      });
+    },
+    close() {
+      if (!stream.writableEnded) stream.end();
+    },
+  };
+}

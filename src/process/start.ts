@@ -1,0 +1,45 @@
+import type { StartRequest, ProcessEvent } from "../gen/process/process_pb.js";
+import { ProcessHandle } from "./handle.js";
+import { spawnPiped } from "./pipes.js";
+import type { SpawnPlan } from "./plan.js";
+import { spawnOnPty } from "./pty.js";
+import type { ProcessRegistry } from "./registry.js";
+import type { ExecTools } from "./wrapper.js";
+
+/** A freshly started process and the Start caller's subscription to it (taken before the spawn). */
+export interface Started {
+  readonly handle: ProcessHandle;
+  readonly events: AsyncIterableIterator<ProcessEvent>;
+}
+
+/**
+ * Spawns the planned process: subscribes the caller first so no output is missed, spawns
+ * on pipes or a PTY, registers it, and arms the Connect-Timeout-Ms lifetime measured from
+ * `receivedAt`.
+ */
+export async function startProcess(
+  req: StartRequest,
+  plan: SpawnPlan,
+  tools: ExecTools,
+  registry: ProcessRegistry,
+  receivedAt: number,
+): Promise<Started> {
+  registry.checkCapacity();
+  const config = req.process!;
+  const handle = new ProcessHandle(
+    { ...config, args: [...config.args], envs: { ...config.envs } },
+    req.tag,
+    plan.pty !== undefined,
+  );
+  const events = handle.output.subscribe();
+  try {
+    if (plan.pty) spawnOnPty(plan, tools, handle);
+    else await spawnPiped(plan, tools, handle);
+  } catch (err) {
+    await events.return();
+    throw err;
+  }
+  registry.add(handle);
+  if (plan.lifetimeMs !== undefined) handle.limitLifetime(Math.max(0, plan.lifetimeMs - (Date.now() - receivedAt)));
+  return { handle, events };
+}

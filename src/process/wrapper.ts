@@ -1,0 +1,88 @@
+import { execFileSync } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { getPriority } from "node:os";
+import { delimiter, join } from "node:path";
+import type { User } from "../auth/users.js";
+
+/** The helper programs the exec wrapper uses, found once at start (absent ones are skipped). */
+export interface ExecTools {
+  readonly sh: string;
+  /** util-linux setpriv: sets uid, gid and supplementary groups before exec. */
+  readonly setpriv?: string;
+  /** `nice -n <delta>` prefix that resets the child's niceness to 0 (absent when already 0). */
+  readonly nicePrefix: readonly string[];
+  /** `ionice` prefix that resets the child's IO class (absent when envd's is already the default). */
+  readonly ionicePrefix: readonly string[];
+  /** envd's effective uid. */
+  readonly euid: number;
+}
+
+/** What to execute: a file, its arguments, and uid/gid options only when setpriv is unavailable. */
+export interface ExecLine {
+  readonly file: string;
+  readonly args: string[];
+  readonly uid?: number;
+  readonly gid?: number;
+}
+
+// Runs as envd's user (root), so it may raise oom_score_adj and lower niceness, then execs
+// the chain; every step execs, so the reported pid is the user command's. A missing command
+// makes the last exec fail with exit code 127.
+const SCRIPT = '{ echo 100 > /proc/self/oom_score_adj; } 2>/dev/null; exec "$@"';
+const SCRIPT_UNSET_TERM = "unset TERM; " + SCRIPT;
+
+/** Finds an executable on `path` (a PATH-style list); undefined when absent. */
+export function which(name: string, path: string): string | undefined {
+  for (const dir of path.split(delimiter)) {
+    if (!dir) continue;
+    const file = join(dir, name);
+    try {
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here; keep looking
+    }
+  }
+  return undefined;
+}
+
+/** Looks up setpriv, nice and ionice on envd's PATH (plus the usual system dirs). */
+export function findExecTools(path = process.env.PATH ?? ""): ExecTools {
+  const search = [path, "/usr/bin", "/bin", "/usr/sbin", "/sbin"].join(delimiter);
+  const nice = which("nice", search);
+  const ionice = which("ionice", search);
+  const niceness = getPriority();
+  let ioniceDefault = true;
+  if (ionice) {
+    try {
+      const out = execFileSync(ionice, ["-p", String(process.pid)], { encoding: "utf8", timeout: 2000 });
+      ioniceDefault = /^none|^best-effort: prio 4/.test(out.trim());
+    } catch {
+      ioniceDefault = true;
+    }
+  }
+  return {
+    sh: which("sh", "/bin:/usr/bin") ?? "/bin/sh",
+    setpriv: which("setpriv", search),
+    nicePrefix: nice && niceness !== 0 ? [nice, "-n", String(-niceness)] : [],
+    ionicePrefix: ionice && !ioniceDefault ? [ionice, "-t", "-c", "2", "-n", "4"] : [],
+    euid: process.geteuid?.() ?? 0,
+  };
+}
+
+/** Builds the command line that runs `cmd args` as `user` with reset OOM score, niceness and IO class. */
+export function execLine(cmd: string, args: readonly string[], user: User, tools: ExecTools, unsetTerm = false): ExecLine {
+  const chain = [...tools.nicePrefix, ...tools.ionicePrefix];
+  let uid: number | undefined;
+  let gid: number | undefined;
+  const sameUser = tools.euid === user.uid && tools.euid !== 0;
+  if (tools.setpriv && !sameUser) {
+    const groups = user.groups.length > 0 ? user.groups : [user.gid];
+    chain.push(tools.setpriv, "--reuid", String(user.uid), "--regid", String(user.gid), "--groups", groups.join(","), "--");
+  } else if (!sameUser) {
+    uid = user.uid;
+    gid = user.gid;
+  }
+  const script = unsetTerm ? SCRIPT_UNSET_TERM : SCRIPT;
+  return { file: tools.sh, args: ["-c", script, "envd-exec", ...chain, cmd, ...args], uid, gid };
+}
