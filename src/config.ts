@@ -17,6 +17,8 @@ export interface Config {
   caBundlePath: string;
   caCertPath: string;
   runDir: string;
+  /** Hosts file /init rewrites for events.e2b.local (hyperloopIP). */
+  hostsFile: string;
   /** Most live processes started through Start at once. */
   maxProcesses: number;
   /** Most watchers (streaming and polling) at once. */
@@ -40,6 +42,7 @@ const options = {
   "ca-bundle": { type: "string", env: "ENVD_CA_BUNDLE", help: "system CA bundle /init appends to", def: "/etc/ssl/certs/ca-certificates.crt" },
   "ca-cert": { type: "string", env: "ENVD_CA_CERT", help: "where /init keeps its CA certificate", def: "/usr/local/share/ca-certificates/e2b-ca.crt" },
   "run-dir": { type: "string", env: "ENVD_RUN_DIR", help: "runtime directory for sandbox metadata files", def: "/run/e2b" },
+  "hosts-file": { type: "string", env: "ENVD_HOSTS_FILE", help: "hosts file /init maps events.e2b.local in", def: "/etc/hosts" },
   "max-processes": { type: "string", env: "ENVD_MAX_PROCESSES", help: "most live processes at once", def: "4096" },
   "max-watchers": { type: "string", env: "ENVD_MAX_WATCHERS", help: "most filesystem watchers at once", def: "1024" },
   "max-message-bytes": { type: "string", env: "ENVD_MAX_MESSAGE_BYTES", help: "largest Connect message accepted", def: String(64 * 1024 * 1024) },
@@ -112,6 +115,7 @@ function build(get: (name: OptionName) => string): Config {
     caBundlePath: get("ca-bundle"),
     caCertPath: get("ca-cert"),
     runDir: get("run-dir"),
+    hostsFile: get("hosts-file"),
     maxProcesses: int("max-processes", get("max-processes"), 1, 1 << 20),
     maxWatchers: int("max-watchers", get("max-watchers"), 1, 1 << 20),
     maxMessageBytes: int("max-message-bytes", get("max-message-bytes"), 1024, 2 ** 31 - 1),

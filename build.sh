@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds dist/envd: type-checks, then bundles the daemon into one CommonJS file with esbuild.
+# Native addons (node-pty, @napi-rs/xattr, our inotify addon) stay external and load from disk.
+set -euo pipefail
+cd "$(dirname "$0")"
+VERSION=$(node -p 'require("./package.json").version')
+npx tsc -p tsconfig.json --noEmit
+# inotify addon used by filesystem watching (src/filesystem/inotify.ts looks for it here, or in /usr/lib/envd).
+npx node-gyp rebuild -C native/inotify >/dev/null 2>&1 || { npx node-gyp rebuild -C native/inotify; exit 1; }
+mkdir -p dist
+echo '{"type":"commonjs"}' > dist/package.json
+npx esbuild src/main.ts --bundle --platform=node --target=node20 --format=cjs \
+  --outfile=dist/envd --log-level=warning \
+  --external:node-pty --external:@napi-rs/xattr \
+  --define:ENVD_VERSION="\"$VERSION\"" \
+  --banner:js='#!/usr/bin/env node'
+chmod +x dist/envd

@@ -1,0 +1,80 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Config } from "./config.js";
+import type { Deps } from "./deps.js";
+import { UserDb } from "./auth/users.js";
+import { SandboxState } from "./system/state.js";
+import { createLogger, type Logger } from "./http/log.js";
+import { createHandler } from "./http/handler.js";
+import { Server } from "./http/server.js";
+import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
+import { Process } from "./gen/process/process_pb.js";
+import { createFilesystemService } from "./filesystem/service.js";
+import { createProcessService } from "./process/service.js";
+import { filesRoutes } from "./files/routes.js";
+import { systemRoutes } from "./system/routes.js";
+import { initRoute } from "./system/init.js";
+import { MetricsSampler } from "./system/metrics.js";
+import { createClock } from "./system/clock.js";
+import { CaInstaller } from "./system/ca.js";
+
+/** A running daemon: its port and how to stop it. */
+export interface App {
+  readonly port: number;
+  readonly log: Logger;
+  /** Graceful stop: refuse new connections, end open streams cleanly, release resources. */
+  close(): Promise<void>;
+}
+
+/** Composition root: builds state, services and routes once, then listens. */
+export async function startApp(config: Config, version: string): Promise<App> {
+  const log = createLogger(config.logLevel);
+  const state = new SandboxState(config.defaultUser, config.defaultWorkdir);
+  const deps: Deps = { config, users: new UserDb(), state, log };
+  await initRunDir(config.runDir, deps);
+
+  const metrics = new MetricsSampler();
+  await metrics.prime().catch(() => undefined);
+  const fs = createFilesystemService(deps);
+  const proc = createProcessService(deps);
+  const shutdown = new AbortController();
+  const handler = createHandler({
+    deps,
+    shutdownSignal: shutdown.signal,
+    routes: [
+      ...systemRoutes(deps, metrics),
+      initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version }),
+      ...filesRoutes(deps),
+    ],
+    rpc: (router) => {
+      router.service(Filesystem, fs);
+      router.service(Process, proc);
+    },
+  });
+  const server = new Server(handler);
+  const port = await server.listen(config.port, config.host);
+  log.info({ port, version, defaultUser: config.defaultUser }, "listening");
+  return {
+    port,
+    log,
+    async close() {
+      shutdown.abort();
+      await Promise.all([server.close(4000), proc.close(), closeIfAble(fs)]);
+    },
+  };
+}
+
+async function closeIfAble(service: object): Promise<void> {
+  const close = (service as { close?: () => Promise<void> }).close;
+  if (typeof close === "function") await close.call(service);
+}
+
+async function initRunDir(runDir: string, deps: Deps): Promise<void> {
+  deps.state.envs.setInternal("E2B_SANDBOX", "true");
+  try {
+    await mkdir(runDir, { recursive: true, mode: 0o755 });
+    await writeFile(join(runDir, ".E2B_SANDBOX"), "true", { mode: 0o444 }).catch(async () => undefined);
+  } catch (err) {
+    deps.log.warn({ err: String(err), runDir }, "cannot prepare run dir");
+  }
+}

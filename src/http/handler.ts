@@ -1,0 +1,93 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
+import { applyCors } from "./cors.js";
+import { HttpError, writeError, type AnyResponse } from "./errors.js";
+import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
+import type { Route } from "./routes.js";
+import type { Deps } from "../deps.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+const UNAUTHORIZED = "unauthorized access, please provide a valid access token or method signing if supported";
+
+/** What the request handler is built from. */
+export interface HandlerParts {
+  deps: Deps;
+  routes: Route[];
+  rpc: (router: ConnectRouter) => void;
+  shutdownSignal: AbortSignal;
+}
+
+let operationId = 0;
+
+/** Builds the one request handler: CORS → token gate → plain routes or Connect, with one access-log line. */
+export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerParts): (req: Req, res: Res) => void {
+  const records = new WeakMap<Req, RequestRecord>();
+  const table = new Map<string, Route[]>();
+  for (const r of routes) table.set(r.path, [...(table.get(r.path) ?? []), r]);
+
+  const connect = connectNodeAdapter({
+    routes: rpc,
+    interceptors: [recordInterceptor(), identityInterceptor(deps)],
+    contextValues: (req) => createContextValues().set(recordKey, records.get(req)),
+    readMaxBytes: deps.config.maxMessageBytes,
+    shutdownSignal,
+    fallback: (_req, res) => {
+      res.writeHead(404, { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" });
+      res.end("404 page not found\n");
+    },
+  });
+
+  return (req, res) => {
+    const started = process.hrtime.bigint();
+    const rec: RequestRecord = {};
+    records.set(req, rec);
+    const op = ++operationId;
+    res.on("close", () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      deps.log.info(
+        { operation_id: op, method: req.method, path: rec.procedure ?? pathOf(req), status: res.statusCode, code: rec.code, ms: Math.round(ms * 100) / 100 },
+        "request",
+      );
+    });
+    if (applyCors(req, res)) return;
+    const url = new URL(req.url ?? "/", "http://envd");
+    const candidates = table.get(url.pathname);
+    const route = candidates?.find((r) => r.method === req.method);
+    if (!gate(req, route, deps)) {
+      writeError(res as AnyResponse, new HttpError(401, UNAUTHORIZED));
+      return;
+    }
+    if (candidates) {
+      if (!route) {
+        res.writeHead(405, { "Content-Type": "text/plain; charset=utf-8", Allow: candidates.map((r) => r.method).join(", ") });
+        res.end("Method Not Allowed\n");
+        return;
+      }
+      Promise.resolve()
+        .then(() => route.handler({ req, res: res as AnyResponse, url, query: url.searchParams, log: deps.log }))
+        .catch((err) => {
+          if (!(err instanceof HttpError)) deps.log.warn({ operation_id: op, path: url.pathname, err: String(err) }, "route failed");
+          writeError(res as AnyResponse, err);
+        });
+      return;
+    }
+    connect(req, res);
+  };
+}
+
+function pathOf(req: Req): string {
+  const u = req.url ?? "/";
+  const q = u.indexOf("?");
+  return q < 0 ? u : u.slice(0, q);
+}
+
+/** The X-Access-Token gate: open when no token is set or the route is exempt; else the header must match. */
+function gate(req: Req, route: Route | undefined, deps: Deps): boolean {
+  if (!deps.state.token.isSet || route?.exempt) return true;
+  const header = req.headers["x-access-token"];
+  return deps.state.token.equals(Array.isArray(header) ? header[0] : header);
+}

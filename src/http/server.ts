@@ -1,0 +1,78 @@
+import http from "node:http";
+import http2 from "node:http2";
+import type net from "node:net";
+import type { Duplex } from "node:stream";
+import { createFront } from "./front.js";
+
+/** Idle keep-alive timeout (reference: 640 s, longer than the upstream proxy's). */
+export const IDLE_TIMEOUT_MS = 640_000;
+
+type Handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
+
+/** One port serving HTTP/1.1 and cleartext HTTP/2 (prior knowledge), with tracked connections. */
+export class Server {
+  private readonly h1: http.Server;
+  private readonly h2: http2.Http2Server;
+  private readonly front: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  private readonly sessions = new Set<http2.ServerHttp2Session>();
+
+  constructor(handler: Handler) {
+    this.h1 = http.createServer({ keepAliveTimeout: IDLE_TIMEOUT_MS, requestTimeout: 0, headersTimeout: 60_000 }, handler);
+    this.h1.timeout = 0;
+    this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1000 }, maxSessionMemory: 64 }, handler);
+    this.h2.on("session", (session: http2.ServerHttp2Session) => {
+      this.sessions.add(session);
+      session.setTimeout(IDLE_TIMEOUT_MS, () => session.close());
+      session.on("close", () => this.sessions.delete(session));
+      session.on("error", () => session.destroy());
+    });
+    this.h1.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+      if (socket.writable && err.code !== "ECONNRESET") {
+        socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      } else socket.destroy();
+    });
+    this.front = createFront(
+      (socket) => {
+        this.sockets.add(socket);
+        socket.on("close", () => this.sockets.delete(socket));
+        this.h1.emit("connection", socket);
+      },
+      (duplex) => this.h2.emit("connection", duplex),
+    );
+  }
+
+  /** Starts listening; resolves with the bound port. */
+  listen(port: number, host: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.front.once("error", reject);
+      // ipv6Only false: "::" also accepts IPv4, so localhost works as 127.0.0.1 or ::1.
+      this.front.listen({ port, host, ipv6Only: false }, () => {
+        this.front.off("error", reject);
+        const addr = this.front.address();
+        resolve(typeof addr === "object" && addr ? addr.port : port);
+      });
+    });
+  }
+
+  /**
+   * Graceful close: stop accepting, let in-flight requests finish (streams are ended by the
+   * caller's shutdown signal), then destroy whatever remains after `graceMs`.
+   */
+  async close(graceMs: number): Promise<void> {
+    this.front.close();
+    this.h1.closeIdleConnections();
+    for (const s of this.sessions) s.close();
+    const deadline = Date.now() + graceMs;
+    while (Date.now() < deadline && (this.sessions.size > 0 || this.activeH1() > 0)) {
+      await new Promise((r) => setTimeout(r, 20));
+      this.h1.closeIdleConnections();
+    }
+    for (const s of this.sessions) s.destroy();
+    for (const s of this.sockets) s.destroy();
+  }
+
+  private activeH1(): number {
+    return this.sockets.size;
+  }
+}
