@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Config } from "./config.js";
 import type { Deps } from "./deps.js";
 import { UserDb } from "./auth/users.js";
@@ -58,7 +59,8 @@ export async function startApp(config: Config, version: string): Promise<App> {
     port,
     log,
     async close() {
-      shutdown.abort();
+      // Open streams end with a proper end-of-stream frame carrying this code and message.
+      shutdown.abort(new ConnectError("envd is shutting down", Code.Unavailable));
       await Promise.all([server.close(4000), proc.close(), closeIfAble(fs)]);
     },
   };

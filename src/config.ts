@@ -1,6 +1,23 @@
 import { parseArgs } from "node:util";
 import { readFileSync } from "node:fs";
 
+/** Whether text is a lower-case hex SHA-512. */
+export function isTokenHash(text: string): boolean {
+  return /^[0-9a-f]{128}$/.test(text);
+}
+
+/** The host's current token hash: the flag's value, else the hash file's content (re-read each call). */
+export function hostTokenHash(config: Config): string | undefined {
+  if (config.accessTokenHash) return config.accessTokenHash;
+  if (!config.accessTokenHashFile) return undefined;
+  try {
+    const text = readFileSync(config.accessTokenHashFile, "utf8").trim().toLowerCase();
+    return isTokenHash(text) ? text : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** How /init steps the clock: the real clock, never, or a fake clock kept in a file (tests). */
 export type ClockMode = { kind: "system" } | { kind: "off" } | { kind: "file"; path: string };
 
@@ -13,6 +30,8 @@ export interface Config {
   logLevel: string;
   /** Lower-case hex SHA-512 of the token the host allows /init to set (stands in for MMDS). */
   accessTokenHash: string | undefined;
+  /** A file holding that hash, re-read on every /init so the host can change it. */
+  accessTokenHashFile: string | undefined;
   clock: ClockMode;
   caBundlePath: string;
   caCertPath: string;
@@ -95,10 +114,8 @@ function int(name: string, text: string, min: number, max: number): number {
 }
 
 function build(get: (name: OptionName) => string): Config {
-  let hash = get("access-token-hash").trim().toLowerCase();
-  const hashFile = get("access-token-hash-file");
-  if (!hash && hashFile) hash = readFileSync(hashFile, "utf8").trim().toLowerCase();
-  if (hash && !/^[0-9a-f]{128}$/.test(hash)) throw new Error("access token hash must be 128 hex characters (SHA-512)");
+  const hash = get("access-token-hash").trim().toLowerCase();
+  if (hash && !isTokenHash(hash)) throw new Error("access token hash must be 128 hex characters (SHA-512)");
   const clockText = get("clock");
   let clock: ClockMode;
   if (clockText === "system" || clockText === "off") clock = { kind: clockText };
@@ -111,6 +128,7 @@ function build(get: (name: OptionName) => string): Config {
     defaultWorkdir: get("default-workdir") || undefined,
     logLevel: get("log-level"),
     accessTokenHash: hash || undefined,
+    accessTokenHashFile: get("access-token-hash-file") || undefined,
     clock,
     caBundlePath: get("ca-bundle"),
     caCertPath: get("ca-cert"),

@@ -1,3 +1,5 @@
+import { ConnectError } from "@connectrpc/connect";
+
 /** Default keepalive period when the client sends none or nonsense (reference: 90 s). */
 export const DEFAULT_KEEPALIVE_SECONDS = 90;
 
@@ -36,7 +38,12 @@ export async function* withKeepalive<T>(
       });
       const winner = await Promise.race([pending, tick, aborted]);
       clearTimeout(timer);
-      if (winner === "abort") return;
+      // A shutdown or deadline aborts with a ConnectError: end the stream with it, so the
+      // client reads why; any other abort means the client left and nobody is listening.
+      if (winner === "abort") {
+        if (signal.reason instanceof ConnectError) throw signal.reason;
+        return;
+      }
       if (winner === "tick") {
         yield keepalive();
         continue;

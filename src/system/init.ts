@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Deps } from "../deps.js";
+import { hostTokenHash } from "../config.js";
 import type { Route, RouteRequest } from "../http/routes.js";
 import { BadInitBody, parseInitBody, type InitBody } from "./init-body.js";
 import { needsStep, type Clock } from "./clock.js";
@@ -23,7 +24,7 @@ type Verdict = "ok" | "reset-not-authorized" | "mismatch";
 export function authorizeInit(deps: Deps, requestToken: string | undefined): Verdict {
   const { token } = deps.state;
   if (requestToken !== undefined && token.equals(requestToken)) return "ok";
-  const hash = deps.config.accessTokenHash;
+  const hash = hostTokenHash(deps.config);
   if (hash) {
     if (requestToken !== undefined && sha512(requestToken) === hash) return "ok";
     if (requestToken === undefined && hash === sha512("")) return "ok";
