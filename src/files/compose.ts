@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { open, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { queryUser } from "../auth/identity.js";
@@ -10,6 +9,7 @@ import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
 import { drainRequest } from "./body.js";
 import { resolvePath } from "./request.js";
+import { readChunks, writeAll } from "./io.js";
 
 /** Largest compose request body we read (it only lists paths). */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -105,15 +105,15 @@ async function concatenate(sources: string[], destination: string, user: User): 
       throw failure(err, "error changing file ownership");
     });
     for (const src of sources) {
-      const input = createReadStream(src, { highWaterMark: 256 * 1024 });
-      const opened = new Promise<void>((ok, fail) => input.once("open", () => ok()).once("error", fail));
-      await opened.catch((err) => {
+      const input = await open(src, "r").catch((err) => {
         throw failure(err, `error opening source file ${src}`);
       });
       try {
-        for await (const chunk of input) await fh.write(chunk as Buffer);
+        for await (const chunk of readChunks(input, 0)) await writeAll(fh, chunk);
       } catch (err) {
         throw failure(err, `error composing source ${src}`);
+      } finally {
+        await input.close().catch(() => undefined);
       }
     }
     await fh.close().catch((err) => {

@@ -9,7 +9,8 @@ import { typeByExtension } from "./content-type.js";
 import { inlineDisposition } from "./disposition.js";
 import { identityRejected, negotiateEncoding } from "./encoding.js";
 import { authorizeFiles, headerValue, queryParam, resolvePath } from "./request.js";
-import { serveIdentity, STREAM_CHUNK } from "./serve.js";
+import { serveIdentity } from "./serve.js";
+import { readChunks } from "./io.js";
 
 /** Request headers that force an identity response (ranges and validators need the raw bytes). */
 const IDENTITY_ONLY = ["range", "if-modified-since", "if-none-match", "if-range"];
@@ -63,5 +64,5 @@ async function serveGzip(r: RouteRequest, fh: FileHandle, raw: string): Promise<
   r.res.setHeader("Content-Type", typeByExtension(raw) ?? "application/octet-stream");
   r.res.setHeader("Content-Encoding", "gzip");
   r.res.statusCode = 200;
-  await pipeline(fh.createReadStream({ autoClose: false, highWaterMark: STREAM_CHUNK }), createGzip(), r.res);
+  await pipeline(readChunks(fh), createGzip(), r.res);
 }

@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
 import { bodyError } from "./body.js";
-import { STREAM_CHUNK } from "./serve.js";
+import { STREAM_CHUNK } from "./io.js";
 import { storeUpload, type UploadTarget } from "./store.js";
 import { writtenFile, type WrittenFile } from "./entry.js";
 

@@ -1,6 +1,5 @@
 import type { Stats } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
-import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
@@ -8,9 +7,7 @@ import { evaluatePreconditions } from "./conditional.js";
 import { sniffContentType, typeByExtension } from "./content-type.js";
 import { byteRanges, planMultipart, RangeNotSatisfiable, type ByteRange } from "./ranges.js";
 import { headerValue } from "./request.js";
-
-/** Read size for streamed file bodies: big enough for throughput, small enough to keep memory flat. */
-export const STREAM_CHUNK = 256 * 1024;
+import { readChunks } from "./io.js";
 
 const SNIFF_BYTES = 512;
 
@@ -50,7 +47,7 @@ export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, 
   const sized = st.isFile() && !(st.size === 0 && bytesRead > 0);
   if (!sized) {
     res.statusCode = 200;
-    await pipeline(concat(first, fh.createReadStream({ autoClose: false, highWaterMark: STREAM_CHUNK })), res);
+    await pipeline(concat(first, readChunks(fh)), res);
     return;
   }
 
@@ -68,13 +65,13 @@ export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, 
   if (!ranges) {
     res.setHeader("Content-Length", size);
     res.statusCode = 200;
-    await pipeline(slice(fh, 0, size - 1), res);
+    await pipeline(readChunks(fh, 0, size - 1), res);
   } else if (ranges.length === 1) {
     const [{ start, end }] = ranges;
     res.setHeader("Content-Range", `bytes ${start}-${end}/${size}`);
     res.setHeader("Content-Length", end - start + 1);
     res.statusCode = 206;
-    await pipeline(slice(fh, start, end), res);
+    await pipeline(readChunks(fh, start, end), res);
   } else {
     const plan = planMultipart(ranges, size, type);
     res.setHeader("Content-Type", plan.contentType);
@@ -84,21 +81,15 @@ export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, 
   }
 }
 
-/** Bytes start..end (inclusive) by position, independent of the file offset; empty when end < start. */
-function slice(fh: FileHandle, start: number, end: number): Readable {
-  if (end < start) return Readable.from([]);
-  return fh.createReadStream({ start, end, autoClose: false, highWaterMark: STREAM_CHUNK });
-}
-
-async function* concat(first: Buffer, rest: Readable): AsyncGenerator<Buffer> {
+async function* concat(first: Buffer, rest: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
   if (first.length) yield first;
-  for await (const chunk of rest) yield chunk as Buffer;
+  yield* rest;
 }
 
 async function* multipartBody(fh: FileHandle, parts: Array<{ head: string; range: ByteRange }>, tail: string): AsyncGenerator<Buffer> {
   for (const { head, range } of parts) {
     yield Buffer.from(head);
-    for await (const chunk of slice(fh, range.start, range.end)) yield chunk as Buffer;
+    yield* readChunks(fh, range.start, range.end);
   }
   yield Buffer.from(tail);
 }

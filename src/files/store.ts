@@ -3,7 +3,6 @@ import type { Stats } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { ConnectError, Code } from "@connectrpc/connect";
 import { ensureDirs } from "../auth/paths.js";
 import type { User } from "../auth/users.js";
@@ -11,6 +10,7 @@ import { HttpError } from "../http/errors.js";
 import type { Logger } from "../http/log.js";
 import { writeMetadata } from "./xattr-errors.js";
 import { bodyError } from "./body.js";
+import { writeAll } from "./io.js";
 
 /** One file an upload writes. */
 export interface UploadTarget {
@@ -122,14 +122,23 @@ async function writeInPlace(t: UploadTarget, body: Readable, existing: Stats | u
   await writeMetadata(t.path, t.metadata, t.log);
 }
 
-/** Streams the body into the file with backpressure; file errors and body errors are told apart. */
+/** Copies the body into the file chunk by chunk (backpressure for free); file and body errors are told apart. */
 async function copyBody(t: UploadTarget, body: Readable, fh: FileHandle): Promise<void> {
-  const out = fh.createWriteStream({ autoClose: false, highWaterMark: 256 * 1024 });
-  try {
-    await pipeline(body, out);
-  } catch (err) {
-    if (out.errored && out.errored === err) throw writeError(err, t);
-    throw (t.sourceError ?? bodyError)(err);
+  const chunks = body[Symbol.asyncIterator]();
+  for (;;) {
+    let next: IteratorResult<Buffer>;
+    try {
+      next = await chunks.next();
+    } catch (err) {
+      throw (t.sourceError ?? bodyError)(err);
+    }
+    if (next.done) return;
+    try {
+      await writeAll(fh, next.value);
+    } catch (err) {
+      await chunks.return?.();
+      throw writeError(err, t);
+    }
   }
 }
 

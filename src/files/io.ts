@@ -1,0 +1,30 @@
+import type { FileHandle } from "node:fs/promises";
+
+/** Read size for streamed file bodies: big enough for throughput, small enough to keep memory flat. */
+export const STREAM_CHUNK = 256 * 1024;
+
+/**
+ * Reads a file in chunks: bytes `start..end` (inclusive) by position, or, without a start,
+ * from the current offset until EOF (pipes, devices, procfs). Every read has finished before
+ * the generator returns, so the handle can be closed right after.
+ */
+export async function* readChunks(fh: FileHandle, start?: number, end = Infinity): AsyncGenerator<Buffer> {
+  let pos = start;
+  while (pos === undefined || pos <= end) {
+    const want = pos === undefined ? STREAM_CHUNK : Math.min(STREAM_CHUNK, end - pos + 1);
+    const buf = Buffer.allocUnsafe(want);
+    const { bytesRead } = await fh.read(buf, 0, want, pos ?? null);
+    if (bytesRead === 0) return;
+    if (pos !== undefined) pos += bytesRead;
+    yield buf.subarray(0, bytesRead);
+  }
+}
+
+/** Writes a whole buffer at the current offset, looping over short writes. */
+export async function writeAll(fh: FileHandle, chunk: Buffer): Promise<void> {
+  let off = 0;
+  while (off < chunk.length) {
+    const { bytesWritten } = await fh.write(chunk, off, chunk.length - off);
+    off += bytesWritten;
+  }
+}
