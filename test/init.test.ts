@@ -6,6 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { clients } from "./helpers/clients.js";
+import { Filesystem } from "../src/gen/filesystem/filesystem_pb.js";
+import { Process } from "../src/gen/process/process_pb.js";
 
 const init = (d: Daemon, body: unknown, headers: Record<string, string> = {}) =>
   fetch(`${d.url}/init`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: typeof body === "string" ? body : JSON.stringify(body) });
@@ -90,6 +92,21 @@ test("every gated route and RPC × {no token, wrong token, right token}; exempt 
       assert.equal((await fetch(d.url + path, { method, headers: h("nope"), body })).status, 401, `${path} wrong token`);
       const ok = await fetch(d.url + path, { method, headers: h("secret"), body });
       assert.notEqual(ok.status, 401, `${path} right token`);
+    }
+    // Every RPC of both services, whatever its kind, is behind the gate.
+    for (const svc of [Filesystem, Process]) {
+      for (const m of svc.methods) {
+        const streaming = m.methodKind !== "unary";
+        const body = streaming ? Buffer.concat([Buffer.from([0, 0, 0, 0, 2]), Buffer.from("{}")]) : "{}";
+        const ct = streaming ? "application/connect+json" : "application/json";
+        for (const tok of [undefined, "nope", "secret"]) {
+          const headers: Record<string, string> = { "content-type": ct, ...(tok ? { "x-access-token": tok } : {}) };
+          const r = await fetch(`${d.url}/${svc.typeName}/${m.name}`, { method: "POST", headers, body });
+          if (tok === "secret") assert.notEqual(r.status, 401, `${svc.typeName}/${m.name} with the token`);
+          else assert.equal(r.status, 401, `${svc.typeName}/${m.name} token ${tok}`);
+          await r.body?.cancel();
+        }
+      }
     }
     assert.equal((await fetch(`${d.url}/health`)).status, 204);
     // /files is exempt from the header gate: it answers its own signature error, not the gate's.
