@@ -54,7 +54,10 @@ export async function storeUpload(t: UploadTarget, body: Readable): Promise<void
     try {
       fh = await open(temp, "wx", 0o666);
     } catch (err) {
-      if (!IN_PLACE_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw openError(err);
+      const code = (err as NodeJS.ErrnoException).code ?? "";
+      // Out of inodes: an existing file can still be rewritten in place, as the reference does.
+      const inPlace = IN_PLACE_ERRNOS.has(code) || (code === "ENOSPC" && existing !== undefined);
+      if (!inPlace) throw openError(err);
     }
     if (fh) return writeViaTemp(t, body, fh, temp, real, existing);
   }
