@@ -15,3 +15,10 @@ npx esbuild src/main.ts --bundle --platform=node --target=node20 --format=cjs \
   --define:ENVD_VERSION="\"$VERSION\"" \
   --banner:js='#!/usr/bin/env node'
 chmod +x dist/envd
+
+# ---- Packaging (issue 7; owned by the packaging helper) ----
+# `./build.sh --artifact` also builds dist/envd-<version>-linux-<arch>.tar.gz: the daemon as a Node
+# single executable (no Node needed in the image), its addons, envd.service and install.sh.
+if [ "${1:-}" = "--artifact" ]; then
+  node scripts/package-sea.mjs
+fi
