@@ -4,6 +4,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
+import { legacyInterceptor } from "./legacy.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
 import type { Deps } from "../deps.js";
@@ -31,7 +32,7 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
 
   const connect = connectNodeAdapter({
     routes: rpc,
-    interceptors: [recordInterceptor(), identityInterceptor(deps)],
+    interceptors: [recordInterceptor(), identityInterceptor(deps), legacyInterceptor()],
     contextValues: (req) => createContextValues().set(recordKey, records.get(req)),
     readMaxBytes: deps.config.maxMessageBytes,
     shutdownSignal,
