@@ -1,0 +1,100 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { ENVD_BIN, ROOT, withDaemon } from "../lib/daemon.js";
+import { localRun } from "../lib/process-stream.js";
+import { memStatus } from "../lib/procfs.js";
+import { compared, single } from "../lib/rows.js";
+import { median, mib, now, sleep } from "../lib/stats.js";
+import { bareNodeArgs, freePort, timeToHealthy } from "../lib/startup.js";
+import type { BenchContext, Row, Scenario } from "../lib/types.js";
+import { warmUp } from "../lib/warmup.js";
+
+const ID = "6-footprint";
+
+/** The test helper's daemon flags with scratch paths under `dir`. */
+function envdArgs(port: number, dir: string): string[] {
+  return [
+    "--port", String(port), "--default-user", "user", "--default-workdir", "/home/user", "--clock", "off",
+    "--run-dir", join(dir, "run"), "--hosts-file", join(dir, "hosts"),
+    "--ca-bundle", join(dir, "ca.crt"), "--ca-cert", join(dir, "e2b-ca.crt"),
+  ];
+}
+
+interface Sample {
+  ms: number;
+  rss: number;
+}
+
+/** Starts a program until healthy, waits `settleMs`, reads its RSS, stops it. */
+async function sample(file: string, args: (port: number) => string[], settleMs: number): Promise<Sample> {
+  const port = await freePort();
+  const s = await timeToHealthy(file, args(port), port);
+  try {
+    await sleep(settleMs);
+    return { ms: s.ms, rss: memStatus(s.proc.pid!).rss };
+  } finally {
+    await s.stop();
+  }
+}
+
+/** The SEA executable from dist/envd-*.tar.gz, unpacked under `tmp`; undefined when not built. */
+async function seaBinary(tmp: string): Promise<string | undefined> {
+  const tarball = readdirSync(join(ROOT, "dist")).find((f) => /^envd-.*\.tar\.gz$/.test(f));
+  if (!tarball) return undefined;
+  const dir = join(tmp, "sea");
+  mkdirSync(dir);
+  await localRun("tar", ["-xzf", join(ROOT, "dist", tarball), "-C", dir]);
+  for (const sub of readdirSync(dir)) if (existsSync(join(dir, sub, "envd"))) return join(dir, sub, "envd");
+  return undefined;
+}
+
+/** Scenario 6: idle RSS and exec → first 204 from /health, against a bare node answering /health. */
+export const footprint: Scenario = {
+  id: ID,
+  title: "Footprint: idle RSS and start time vs bare node",
+  async run(ctx: BenchContext): Promise<Row[]> {
+    const reps = ctx.quick ? 1 : 7;
+    const settle = ctx.quick ? 200 : 1500;
+    const scratch = mkdtempSync(join(ctx.tmp, "envd-"));
+    const sea = await seaBinary(ctx.tmp);
+    const kinds: { label: string; file: string; args: (p: number) => string[] }[] = [
+      { label: "bare node", file: process.execPath, args: bareNodeArgs },
+      { label: "envd (node dist/envd)", file: ENVD_BIN, args: (p) => envdArgs(p, scratch) },
+    ];
+    if (sea) kinds.push({ label: "envd SEA executable", file: sea, args: (p) => envdArgs(p, scratch) });
+    const samples = new Map<string, Sample[]>(kinds.map((k) => [k.label, []]));
+    const nodeExit: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      for (const k of i % 2 ? [...kinds].reverse() : kinds) samples.get(k.label)!.push(await sample(k.file, k.args, settle));
+      const t0 = now();
+      await localRun(process.execPath, ["-e", "0"]);
+      nodeExit.push(now() - t0);
+    }
+    rmSync(scratch, { recursive: true, force: true });
+    const bare = samples.get("bare node")!;
+    const bareMs = median(bare.map((s) => s.ms));
+    const bareRss = mib(median(bare.map((s) => s.rss)));
+    const rows: Row[] = [];
+    for (const k of kinds.slice(1)) {
+      const xs = samples.get(k.label)!;
+      ctx.log(`${k.label}: ${median(xs.map((s) => s.ms)).toFixed(0)} ms, ${mib(median(xs.map((s) => s.rss))).toFixed(1)} MiB`);
+      rows.push(
+        compared({ scenario: ID, metric: `${k.label}: idle RSS after start`, value: mib(median(xs.map((s) => s.rss))), unit: "MiB", baseline: bareRss, baselineLabel: "bare node /health server", target: { text: "≤ 1.25×", met: (r) => r.ratio <= 1.25 } }),
+        compared({ scenario: ID, metric: `${k.label}: exec → first 204 from /health`, value: median(xs.map((s) => s.ms)), unit: "ms", baseline: bareMs, baselineLabel: "bare node /health server", target: { text: "≤ 3×", met: (r) => r.ratio <= 3 } }),
+      );
+    }
+    rows.push(single(ID, "bare `node -e 0` exec → exit (reference)", median(nodeExit), "ms"));
+    if (!sea) rows.push(single(ID, "envd SEA executable", NaN, "", undefined, "dist/envd-*.tar.gz not built (./build.sh --artifact): not measured"));
+
+    // Idle again after a warm-up workload touching every service.
+    const warm = await withDaemon(async ({ daemon }) => {
+      await warmUp(daemon.url, ctx.tmp, ctx.quick);
+      await sleep(ctx.quick ? 500 : 3000);
+      return memStatus(daemon.pid);
+    });
+    rows.push(
+      compared({ scenario: ID, metric: "envd: idle RSS after a warm-up workload", value: mib(warm.rss), unit: "MiB", baseline: bareRss, baselineLabel: "bare node /health server", note: `peak RSS during warm-up (VmHWM) ${mib(warm.hwm).toFixed(1)} MiB` }),
+    );
+    return rows;
+  },
+};

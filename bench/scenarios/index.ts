@@ -1,0 +1,12 @@
+import type { Scenario } from "../lib/types.js";
+import { backpressure } from "./backpressure.js";
+import { footprint } from "./footprint.js";
+import { listing } from "./listing.js";
+import { load } from "./load.js";
+import { roundtrip } from "./roundtrip.js";
+import { throughput } from "./throughput.js";
+import { transfer } from "./transfer.js";
+import { watching } from "./watching.js";
+
+/** Every scenario, in the order of the issue. */
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure];

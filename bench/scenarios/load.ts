@@ -1,0 +1,121 @@
+import type { Client } from "@connectrpc/connect";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
+import { probe } from "../lib/available.js";
+import { withDaemon } from "../lib/daemon.js";
+import { cpuSeconds, peakGrowth } from "../lib/procfs.js";
+import { startToEnd } from "../lib/process-stream.js";
+import { compared, single } from "../lib/rows.js";
+import { mib, now, percentile, sleep } from "../lib/stats.js";
+import { benchTransports } from "../lib/transports.js";
+import type { BenchContext, Row, Scenario } from "../lib/types.js";
+
+const ID = "7-load";
+const LINE = "x".repeat(63);
+
+/** Samples Stat latency (ms) back to back, `gapMs` apart, until `stop` aborts; counts errors. */
+async function sampleStat(client: Client<typeof Filesystem>, path: string, gapMs: number, stop: AbortSignal) {
+  const ms: number[] = [];
+  const errors: string[] = [];
+  while (!stop.aborted) {
+    const t0 = now();
+    try {
+      await client.stat({ path });
+      ms.push(now() - t0);
+    } catch (err) {
+      errors.push((err as Error).message);
+    }
+    await sleep(gapMs);
+  }
+  return { ms, errors };
+}
+
+/** Scenario 7: many streaming commands and watchers at once while Stat latency is sampled. */
+export const load: Scenario = {
+  id: ID,
+  title: "Load: concurrent streaming commands and watchers, Stat latency",
+  async run(ctx: BenchContext): Promise<Row[]> {
+    const commands = ctx.quick ? 20 : 200;
+    const watchers = ctx.quick ? 5 : 50;
+    const seconds = ctx.quick ? 2 : 10;
+    const lines = seconds * 20;
+    // One 64-byte line every 50 ms per command, in a single perl process (no fork per line).
+    const script = `$|=1; for (1..${lines}) { print "${LINE}\\n"; select(undef,undef,undef,0.05) }`;
+    const dir = join(ctx.tmp, "watched");
+    mkdirSync(dir);
+    return withDaemon(async ({ daemon }) => {
+      const t = benchTransports(daemon.url);
+      const probeClients = benchTransports(daemon.url);
+      await probe("Filesystem.Stat", () => t.fs.binary.stat({ path: dir }));
+
+      // Idle latency first: the same sampler on the quiet daemon is the baseline.
+      const idleStop = new AbortController();
+      const idle = sampleStat(probeClients.fs.binary, dir, 5, idleStop.signal);
+      await sleep(ctx.quick ? 500 : 2000);
+      idleStop.abort();
+      const idleMs = (await idle).ms;
+
+      const errors: string[] = [];
+      const stop = new AbortController();
+      const cpu0 = cpuSeconds(daemon.pid);
+      const { growth, value } = await peakGrowth(daemon.pid, async () => {
+        const watches = Array.from({ length: watchers }, (_, i) =>
+          (async () => {
+            const c = i % 2 ? t.fs.json : t.fs.binary;
+            let events = 0;
+            try {
+              for await (const res of c.watchDir({ path: dir, recursive: true }, { signal: stop.signal })) {
+                if (res.event.case === "filesystem") events++;
+              }
+            } catch (err) {
+              if (!stop.signal.aborted) errors.push(`watch: ${(err as Error).message}`);
+            }
+            return events;
+          })(),
+        );
+        const churn = (async () => {
+          for (let i = 0; !stop.signal.aborted; i++) {
+            writeFileSync(join(dir, `c${i % 50}`), String(i));
+            await sleep(20);
+          }
+        })();
+        const statBin = sampleStat(probeClients.fs.binary, dir, 5, stop.signal);
+        const statJson = sampleStat(probeClients.fs.json, dir, 5, stop.signal);
+        const runs = await Promise.all(
+          Array.from({ length: commands }, (_, i) =>
+            startToEnd(i % 2 ? t.proc.json : t.proc.binary, "/usr/bin/perl", ["-e", script]).then(
+              (r) => {
+                if (r.exitCode !== 0 || r.bytes !== lines * 64) errors.push(`command ${i}: exit ${r.exitCode}, ${r.bytes} of ${lines * 64} bytes`);
+              },
+              (err: Error) => errors.push(`command ${i}: ${err.message}`),
+            ),
+          ),
+        );
+        stop.abort();
+        const [bin, json, watched] = await Promise.all([statBin, statJson, Promise.all(watches), churn]);
+        return { runs: runs.length, bin, json, watched };
+      });
+      const cpu = cpuSeconds(daemon.pid) - cpu0;
+      errors.push(...value.bin.errors.map((e) => `stat: ${e}`), ...value.json.errors.map((e) => `stat: ${e}`));
+      const silentWatchers = value.watched.filter((n) => n === 0).length;
+      if (silentWatchers) errors.push(`${silentWatchers} watcher(s) received no events`);
+      ctx.log(`errors: ${errors.length}; stat samples ${value.bin.ms.length}+${value.json.ms.length}; daemon CPU ${cpu.toFixed(1)} s`);
+      const note = `${commands} commands × ${lines} lines over ${seconds} s, ${watchers} watchers; daemon CPU ${cpu.toFixed(1)} s, peak RSS growth ${mib(growth).toFixed(0)} MiB`;
+      const rows: Row[] = [
+        single(ID, "errors (streams, watchers, Stat)", errors.length, "", { text: "0", met: errors.length === 0 }, errors.length ? errors.slice(0, 3).join("; ") : note),
+      ];
+      for (const [codec, s] of [
+        ["binary h2c", value.bin],
+        ["JSON HTTP/1.1", value.json],
+      ] as const) {
+        const p99 = percentile(s.ms, 99);
+        rows.push(
+          compared({ scenario: ID, metric: `Stat p50 under load, ${codec}`, value: percentile(s.ms, 50), unit: "ms", baseline: percentile(idleMs, 50), baselineLabel: "idle daemon, binary" }),
+          compared({ scenario: ID, metric: `Stat p99 under load, ${codec}`, value: p99, unit: "ms", baseline: percentile(idleMs, 99), baselineLabel: "idle daemon, binary", target: { text: "≤ 20 ms", met: (r) => r.value <= 20 }, note: `${s.ms.length} samples` }),
+        );
+      }
+      return rows;
+    });
+  },
+};

@@ -1,0 +1,70 @@
+import { sdkSandbox } from "../../test/helpers/clients.js";
+import { findExecTools, execLine } from "../../src/process/wrapper.js";
+import { UserDb } from "../../src/auth/users.js";
+import { withDaemon } from "../lib/daemon.js";
+import { benchTransports } from "../lib/transports.js";
+import { localRun, startToEnd } from "../lib/process-stream.js";
+import { compared } from "../lib/rows.js";
+import { interleave, median, percentile } from "../lib/stats.js";
+import type { BenchContext, Row, Scenario } from "../lib/types.js";
+
+const ID = "1-roundtrip";
+const TARGET = {
+  text: "≤ 1.5× and ≤ +1 ms (p50)",
+  met: (r: { value: number; baseline: number; ratio: number }) => r.ratio <= 1.5 && r.value - r.baseline <= 1,
+};
+
+function row(metric: string, a: number[], b: number[], label: string, withTarget = true): Row {
+  return compared({
+    scenario: ID,
+    metric,
+    value: median(a),
+    unit: "ms",
+    baseline: median(b),
+    baselineLabel: label,
+    target: withTarget ? TARGET : undefined,
+    note: `p99 ${percentile(a, 99).toFixed(2)} ms vs ${percentile(b, 99).toFixed(2)} ms`,
+  });
+}
+
+/** Scenario 1: Start /bin/true → end over Connect binary (h2c), JSON (HTTP/1.1) and the e2b SDK. */
+export const roundtrip: Scenario = {
+  id: ID,
+  title: "Command round trip: Start /bin/true → end event",
+  async run(ctx: BenchContext): Promise<Row[]> {
+    const n = ctx.quick ? 8 : 200;
+    const warm = ctx.quick ? 2 : 10;
+    const spawnTrue = () => localRun("/bin/true", []);
+    return withDaemon(async ({ daemon }) => {
+      const c = benchTransports(daemon.url);
+      const rows: Row[] = [];
+      const bin = await interleave(n, warm, () => startToEnd(c.proc.binary, "/bin/true", []), spawnTrue);
+      rows.push(row("Start /bin/true, Connect binary h2c", bin.a, bin.b, "spawn /bin/true"));
+      ctx.log(`binary p50 ${median(bin.a).toFixed(2)} ms`);
+      const json = await interleave(n, warm, () => startToEnd(c.proc.json, "/bin/true", []), spawnTrue);
+      rows.push(row("Start /bin/true, Connect JSON HTTP/1.1", json.a, json.b, "spawn /bin/true"));
+
+      const user = new UserDb().lookup("user");
+      if (!user) throw new Error("the bench needs the test host's user `user`");
+      // The SDK sends `/bin/bash -l -c true` as `user`, so its fair baseline is that command
+      // spawned locally as that user with the environment the daemon gives it.
+      const asUser = {
+        uid: user.uid,
+        gid: user.gid,
+        cwd: user.home,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: user.home, USER: user.name, LOGNAME: user.name },
+      };
+      const sbx = await sdkSandbox(daemon.url);
+      const nSdk = ctx.quick ? 4 : 60;
+      const sdk = await interleave(nSdk, warm, () => sbx.commands.run("true"), () => localRun("/bin/bash", ["-l", "-c", "true"], asUser));
+      rows.push(row("SDK commands.run('true')", sdk.a, sdk.b, "spawn bash -l -c true as user"));
+
+      // Floor set by the spec'd exec wrapper (sh → setpriv → command), spawned locally as the daemon does.
+      const tools = findExecTools();
+      const line = execLine("/bin/true", [], user, tools);
+      const chain = await interleave(n, warm, () => localRun(line.file, line.args), spawnTrue);
+      rows.push(row("local spawn of the exec wrapper chain (reference)", chain.a, chain.b, "spawn /bin/true", false));
+      return rows;
+    });
+  },
+};

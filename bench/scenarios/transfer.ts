@@ -1,0 +1,73 @@
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { withDaemon } from "../lib/daemon.js";
+import { download, makeSource, startRawServer, upload, uploadInit, type UploadMode } from "../lib/files-http.js";
+import { localRun } from "../lib/process-stream.js";
+import { compared, single } from "../lib/rows.js";
+import { median, mibps, timed } from "../lib/stats.js";
+import type { BenchContext, Row, Scenario } from "../lib/types.js";
+
+const ID = "3-transfer";
+const TARGET = { text: "≥ 0.8×", met: (r: { ratio: number }) => r.ratio >= 0.8 };
+
+/** Scenario 3: upload and download through /files against a minimal Node server doing the same work, and cp. */
+export const transfer: Scenario = {
+  id: ID,
+  title: "File transfer: /files upload and download (fetch) vs a minimal Node server",
+  async run(ctx: BenchContext): Promise<Row[]> {
+    const size = ctx.quick ? 8 * 2 ** 20 : 2 ** 30;
+    const reps = ctx.quick ? 1 : 3;
+    const src = await makeSource(join(ctx.tmp, "src.bin"), size);
+    const dst = join(ctx.tmp, "dst.bin");
+    const raw = await startRawServer();
+    try {
+      return await withDaemon(async ({ daemon }) => {
+        const q = `path=${encodeURIComponent(dst)}`;
+        const envdUrl = `${daemon.url}/files?${q}&username=root`;
+        const rows: Row[] = [];
+        const pair = async (metric: string, envd: () => Promise<unknown>, base: () => Promise<unknown>) => {
+          const a: number[] = [];
+          const b: number[] = [];
+          for (let i = 0; i < reps; i++) {
+            rmSync(dst, { force: true });
+            a.push(mibps(size, (await timed(envd)).ms));
+            rmSync(dst, { force: true });
+            b.push(mibps(size, (await timed(base)).ms));
+          }
+          ctx.log(`${metric}: envd ${median(a).toFixed(0)} MiB/s, raw node ${median(b).toFixed(0)} MiB/s`);
+          rows.push(
+            compared({ scenario: ID, metric, value: median(a), unit: "MiB/s", baseline: median(b), baselineLabel: "raw Node server", target: TARGET }),
+          );
+        };
+        const sizeNote = `${(size / 2 ** 20).toFixed(0)} MiB`;
+        for (const mode of ["octet", "multipart", "gzip"] as UploadMode[]) {
+          await pair(
+            `upload ${mode === "octet" ? "octet-stream" : mode === "gzip" ? "octet-stream + Content-Encoding: gzip" : "multipart/form-data"}`,
+            async () => upload(envdUrl, await uploadInit(mode, src), "POST /files"),
+            async () => upload(`${raw.url}/up?${q}&mode=${mode}`, await uploadInit(mode, src), "raw upload"),
+          );
+        }
+        const check = (n: number) => {
+          if (n !== size) throw new Error(`download delivered ${n} of ${size} bytes`);
+        };
+        const fileQ = `path=${encodeURIComponent(src.path)}`;
+        for (const gzip of [false, true]) {
+          await pair(
+            `download ${gzip ? "Accept-Encoding: gzip" : "identity"}`,
+            async () => check(await download(`${daemon.url}/files?${fileQ}&username=root`, gzip, "GET /files")),
+            async () => check(await download(`${raw.url}/down?${fileQ}&gzip=${gzip ? 1 : 0}`, gzip, "raw download")),
+          );
+        }
+        const cp: number[] = [];
+        for (let i = 0; i < reps; i++) {
+          rmSync(dst, { force: true });
+          cp.push(mibps(size, (await timed(() => localRun("cp", [src.path, dst]))).ms));
+        }
+        rows.push(single(ID, "cp of the same file (reference)", median(cp), "MiB/s", undefined, `${sizeNote} per transfer, ${reps} run(s); gzip uploads send a level-1 gzip of the file`));
+        return rows;
+      });
+    } finally {
+      await raw.stop();
+    }
+  },
+};
