@@ -237,3 +237,25 @@ test("a gzip download of a large file decodes to the same bytes", async () => {
   assert.ok(gz.length < content.length / 10);
   assert.deepEqual(gunzipSync(gz), content);
 });
+
+test("watchers see uploads as the reference's: CREATE then WRITE for a new file, WRITE for an overwrite", async () => {
+  const w = join(dir.path, "watched");
+  await sbx.files.makeDir(w);
+  const events: string[] = [];
+  const handle = await sbx.files.watchDir(w, (e) => void events.push(`${e.type} ${e.name}`));
+  const waitFor = async (want: string) => {
+    const deadline = Date.now() + 5000;
+    while (!events.includes(want) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(events.includes(want), `${want} in ${JSON.stringify(events)}`);
+  };
+  try {
+    await sbx.files.write(join(w, "f.txt"), "first");
+    await waitFor("write f.txt");
+    assert.equal(events.find((e) => e.endsWith(" f.txt")), "create f.txt", "a new file is created under its own name");
+    events.length = 0;
+    await sbx.files.write(join(w, "f.txt"), "second");
+    await waitFor("write f.txt");
+  } finally {
+    await handle.stop();
+  }
+});

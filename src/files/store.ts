@@ -29,10 +29,11 @@ export interface UploadTarget {
 const IN_PLACE_ERRNOS = new Set(["EXDEV", "EPERM", "EINVAL", "EACCES", "EROFS", "EOPNOTSUPP", "ENOTSUP", "EBUSY"]);
 
 /**
- * Writes an upload body to its target. Normally the body goes to a temp file beside the target,
- * which gets ownership and metadata and is renamed over it: a failed or cut-off upload leaves the
- * old content (or nothing). Virtual filesystems, devices and directories refusing temp files
- * are written in place with truncate, as the reference always does.
+ * Writes an upload body to its target so that a failed or cut-off upload leaves the old content
+ * or nothing, never a torn file. A new file is created exclusively and removed again on failure
+ * (watchers see CREATE, CHMOD, WRITE on its name, as with the reference). An existing file is
+ * replaced through a temp file beside it, renamed over it once complete. Virtual filesystems,
+ * devices and directories refusing temp files are written in place with truncate.
  */
 export async function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
   try {
@@ -41,93 +42,114 @@ export async function storeUpload(t: UploadTarget, body: Readable): Promise<void
     const status = err instanceof ConnectError && err.code === Code.ResourceExhausted ? 507 : 500;
     throw new HttpError(status, `error ensuring directories: ${(err as Error).message}`, { cause: err });
   }
-  const existing = await stat(t.path).catch((err: NodeJS.ErrnoException) => {
+  for (let attempt = 0; ; attempt++) {
+    const existing = await statTarget(t.path);
+    if (!existing && !(await isSymlink(t.path))) {
+      const fh = await open(t.path, "wx", 0o666).catch((err: NodeJS.ErrnoException) => {
+        // Created by someone else meanwhile: replace it like any existing file.
+        if (err.code === "EEXIST" && attempt === 0) return undefined;
+        throw openError(err);
+      });
+      if (fh) return writeDirect(t, body, fh, true);
+      continue;
+    }
+    return replaceExisting(t, body, existing);
+  }
+}
+
+async function statTarget(path: string): Promise<Stats | undefined> {
+  const st = await stat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT") return undefined;
     throw new HttpError(500, `error getting file info: ${err.message}`, { cause: err });
   });
-  if (existing?.isDirectory()) throw new HttpError(400, `path is a directory: ${t.path}`);
+  if (st?.isDirectory()) throw new HttpError(400, `path is a directory: ${path}`);
+  return st;
+}
 
+async function isSymlink(path: string): Promise<boolean> {
+  return (await lstat(path).catch(() => undefined))?.isSymbolicLink() ?? false;
+}
+
+async function replaceExisting(t: UploadTarget, body: Readable, existing: Stats | undefined): Promise<void> {
   const real = await atomicTarget(t.path, existing);
-  if (real) {
+  if (real && existing) {
     const temp = join(dirname(real), `.${basename(real).slice(0, 64)}.envd-upload.${randomBytes(6).toString("hex")}.tmp`);
     let fh: FileHandle | undefined;
     try {
       fh = await open(temp, "wx", 0o666);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? "";
-      // Out of inodes: an existing file can still be rewritten in place, as the reference does.
-      const inPlace = IN_PLACE_ERRNOS.has(code) || (code === "ENOSPC" && existing !== undefined);
-      if (!inPlace) throw openError(err);
+      // No inode left for a temp file: the existing file is rewritten in place, as the reference does.
+      if (!IN_PLACE_ERRNOS.has(code) && code !== "ENOSPC") throw openError(err);
     }
     if (fh) return writeViaTemp(t, body, fh, temp, real, existing);
   }
-  await writeInPlace(t, body, existing);
+  // Devices, procfs/sysfs, dangling links and directories refusing temp files: truncate in place.
+  if (existing) await chown(t.path, t.user.uid, t.user.gid).catch(() => undefined);
+  const fh = await open(t.path, "w", 0o666).catch((err) => {
+    throw openError(err);
+  });
+  await writeDirect(t, body, fh, false, existing !== undefined);
 }
 
-/** The real path to replace atomically, or undefined when the target must be written in place. */
+/** The real path of a regular file to replace atomically, or undefined to write in place. */
 async function atomicTarget(path: string, existing: Stats | undefined): Promise<string | undefined> {
-  if (existing && !existing.isFile()) return undefined;
-  let real = path;
-  if (existing) real = await realpath(path);
-  else if ((await lstat(path).catch(() => undefined))?.isSymbolicLink()) return undefined; // dangling link: create its target
+  if (!existing?.isFile()) return undefined;
+  const real = await realpath(path);
   const dir = await realpath(dirname(real)).catch(() => dirname(real));
   if (/^\/(proc|sys)(\/|$)/.test(dir)) return undefined;
   return real;
 }
 
-async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, temp: string, real: string, existing: Stats | undefined): Promise<void> {
+/**
+ * Writes the body straight into an open target. A file this upload `created` is removed again
+ * on failure; a file that was there stays as far as it got. New files are handed to the user.
+ */
+async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false): Promise<void> {
   let done = false;
   try {
-    await fh.chown(t.user.uid, t.user.gid).catch((err) => {
-      throw new HttpError(500, `error changing file ownership: ${(err as Error).message}`, { cause: err });
-    });
-    // An overwritten file keeps its permission bits, as it would when truncated in place.
-    if (existing) await fh.chmod(existing.mode & 0o777);
+    if (!existed) await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     await copyBody(t, body, fh);
-    await writeMetadata(temp, t.metadata, t.log);
     await fh.close();
+    await writeMetadata(t.path, t.metadata, t.log);
+    done = true;
+  } finally {
+    await fh.close().catch(() => undefined);
+    if (!done && created) await unlink(t.path).catch(() => undefined);
+  }
+}
+
+async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, temp: string, real: string, existing: Stats): Promise<void> {
+  let done = false;
+  try {
+    await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
+    // An overwritten file keeps its permission bits, as it would when truncated in place.
+    await fh.chmod(existing.mode & 0o777);
+    const size = await copyBody(t, body, fh);
+    await writeMetadata(temp, t.metadata, t.log);
     try {
       await rename(temp, real);
     } catch (err) {
       if (!IN_PLACE_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw writeError(err, t);
       // e.g. a bind-mounted single file: copy the finished content over it instead.
-      await copyFile(temp, real).catch((e) => {
-        throw writeError(e, t);
-      });
+      await copyFile(temp, real).catch((e) => Promise.reject(writeError(e, t)));
       await chown(real, t.user.uid, t.user.gid).catch(() => undefined);
       await writeMetadata(real, t.metadata, t.log);
     }
     done = true;
+    // Watchers of the directory saw the rename; this tells them the named file's content changed
+    // (a WRITE event, as truncating in place would give). The handle is still our new inode.
+    await fh.truncate(size).catch(() => undefined);
   } finally {
     await fh.close().catch(() => undefined);
-    if (!done || (await exists(temp))) await unlink(temp).catch(() => undefined);
+    if (!done || (await isPresent(temp))) await unlink(temp).catch(() => undefined);
   }
-}
-
-async function writeInPlace(t: UploadTarget, body: Readable, existing: Stats | undefined): Promise<void> {
-  if (existing) await chown(t.path, t.user.uid, t.user.gid).catch(() => undefined);
-  let fh: FileHandle;
-  try {
-    fh = await open(t.path, "w", 0o666);
-  } catch (err) {
-    throw openError(err);
-  }
-  try {
-    if (!existing) {
-      await fh.chown(t.user.uid, t.user.gid).catch((err) => {
-        throw new HttpError(500, `error changing file ownership: ${(err as Error).message}`, { cause: err });
-      });
-    }
-    await copyBody(t, body, fh);
-  } finally {
-    await fh.close().catch(() => undefined);
-  }
-  await writeMetadata(t.path, t.metadata, t.log);
 }
 
 /** Copies the body into the file chunk by chunk (backpressure for free); file and body errors are told apart. */
-async function copyBody(t: UploadTarget, body: Readable, fh: FileHandle): Promise<void> {
+async function copyBody(t: UploadTarget, body: Readable, fh: FileHandle): Promise<number> {
   const chunks = body[Symbol.asyncIterator]();
+  let size = 0;
   for (;;) {
     let next: IteratorResult<Buffer>;
     try {
@@ -135,9 +157,10 @@ async function copyBody(t: UploadTarget, body: Readable, fh: FileHandle): Promis
     } catch (err) {
       throw (t.sourceError ?? bodyError)(err);
     }
-    if (next.done) return;
+    if (next.done) return size;
     try {
       await writeAll(fh, next.value);
+      size += next.value.length;
     } catch (err) {
       await chunks.return?.();
       throw writeError(err, t);
@@ -151,6 +174,10 @@ function openError(err: unknown): HttpError {
   return new HttpError(500, `error opening file: ${message}`, { cause: err });
 }
 
+function chownError(err: unknown): HttpError {
+  return new HttpError(500, `error changing file ownership: ${(err as Error).message}`, { cause: err });
+}
+
 function writeError(err: unknown, t: UploadTarget): HttpError {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "ENOSPC" || code === "EDQUOT") {
@@ -160,7 +187,7 @@ function writeError(err: unknown, t: UploadTarget): HttpError {
   return new HttpError(500, `error writing file: ${(err as Error).message}`, { cause: err });
 }
 
-async function exists(path: string): Promise<boolean> {
+async function isPresent(path: string): Promise<boolean> {
   return lstat(path).then(
     () => true,
     () => false,
