@@ -85,6 +85,8 @@ test("compose request errors are 400/401 with the reference's messages", async (
     [{ source_paths: [dir.path], destination: dest }, 400, `source path is not a regular file: ${dir.path}`],
     [{ source_paths: src, destination: dest, username: "nobody-here" }, 401, /^error looking up user 'nobody-here'/],
     [{ source_paths: ["~root/x"], destination: dest }, 400, /^error resolving source path "~root\/x": /],
+    [{ source_paths: src, destination: dest, padding: "p".repeat(2 * 1024 * 1024) }, 400, /^invalid request body: larger than/],
+    [[1, 2], 400, "invalid request body: expected a JSON object"],
   ];
   for (const [body, status, message] of cases) {
     const r = await compose(body);

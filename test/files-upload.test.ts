@@ -26,7 +26,7 @@ after(async () => {
     } catch {
       // already gone
     }
-    rmSync(m, { recursive: true, force: true });
+    if (statSync(m).isDirectory()) rmSync(m, { recursive: true, force: true });
   }
   dir.cleanup();
   await d.stop();
@@ -80,6 +80,15 @@ test("raw upload: response shape and content type; errors for missing path and c
   const none = await fetch(filesUrl({ path: p }), { method: "POST", body: new Uint8Array([1]) });
   assert.equal(none.status, 400);
   assert.equal(readFileSync(p, "utf8"), "raw body", "refused uploads leave the file alone");
+
+  const nul = await raw(join(dir.path, "a\0b"), "x");
+  assert.equal(nul.status, 400);
+  assert.match((await nul.json()).message, /^error resolving path: invalid path/);
+  assert.equal((await raw("/" + "x".repeat(5000), "x")).status, 400);
+  const nulPart = multipart([{ name: "file", filename: join(dir.path, "a\0b"), data: "x" }]);
+  assert.equal((await post(nulPart.body, nulPart.type)).status, 400);
+  const who = await fetch(filesUrl({ path: p, username: "nobody-here" }), { method: "POST", body: "x", headers: { "content-type": "application/octet-stream" } });
+  assert.equal(who.status, 401);
 });
 
 test("raw upload: gzip bodies, unsupported and corrupt encodings", async () => {
@@ -232,10 +241,26 @@ test("targets: directory → 400, parent is a file, symlinks written through, mo
   assert.equal(statSync(join(dir.path, "root-owned.txt")).uid, 0);
 });
 
-test("character devices are written in place, never replaced", async () => {
+test("devices and procfs are written in place; a bind-mounted file is overwritten through a copy", async () => {
   const r = await raw("/dev/null", "discarded");
   assert.equal(r.status, 200);
   assert.ok(lstatSync("/dev/null").isCharacterDevice());
+  // /proc/self is the daemon itself: renaming its main thread is harmless and observable.
+  assert.equal((await raw("/proc/self/comm", "envd-files-test")).status, 200);
+  assert.equal(readFileSync(`/proc/${d.pid}/comm`, "utf8").trim(), "envd-files-test");
+
+  // A file bind-mounted over the target (as container runtimes do for /etc/hosts) cannot be renamed over.
+  const source = join(dir.path, "bind-source.txt");
+  const target = join(dir.path, "bind-target.txt");
+  writeFileSync(source, "original");
+  writeFileSync(target, "hidden");
+  execFileSync("mount", ["--bind", source, target]);
+  mounts.push(target);
+  const rb = await raw(target, "replaced through the mount");
+  assert.equal(rb.status, 200);
+  assert.equal(readFileSync(target, "utf8"), "replaced through the mount");
+  assert.equal(readFileSync(source, "utf8"), "replaced through the mount");
+  assert.deepEqual(tempsIn(dir.path), []);
 });
 
 test("ENOSPC for data → 507, old content intact, no temp file left", async () => {

@@ -7,7 +7,6 @@ import type { User } from "../auth/users.js";
 import type { Deps } from "../deps.js";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
-import { drainRequest } from "./body.js";
 import { resolvePath } from "./request.js";
 import { readChunks, writeAll } from "./io.js";
 
@@ -44,17 +43,15 @@ export async function compose(r: RouteRequest, deps: Deps): Promise<void> {
   r.res.end(body);
 }
 
+/** Reads the JSON body; an oversized one is read to its end (so the answer arrives) but not kept. */
 async function readBody(r: RouteRequest): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of r.req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) {
-      drainRequest(r.req);
-      throw new HttpError(400, `invalid request body: larger than ${MAX_BODY_BYTES} bytes`);
-    }
-    chunks.push(chunk as Buffer);
+    if (size <= MAX_BODY_BYTES) chunks.push(chunk as Buffer);
   }
+  if (size > MAX_BODY_BYTES) throw new HttpError(400, `invalid request body: larger than ${MAX_BODY_BYTES} bytes`);
   return Buffer.concat(chunks).toString("utf8");
 }
 
