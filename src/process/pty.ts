@@ -1,3 +1,4 @@
+import { closeSync, constants, openSync } from "node:fs";
 import { spawn as spawnPty, type IPty } from "node-pty";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ChildIo } from "./child-io.js";
@@ -37,17 +38,42 @@ export function spawnOnPty(plan: SpawnPlan, tools: ExecTools, handle: ProcessHan
       err,
     );
   }
-  handle.attach(ptyIo(term), 1);
+  const slave = holdSlave(term);
+  handle.attach(ptyIo(term, slave), 1);
   // With `encoding: null` node-pty hands out Buffers, though its typings say string.
   term.onData((chunk) => handle.data("pty", chunk as unknown as Buffer, PTY_CHUNK_BYTES));
   // node-pty reports the exit only after the terminal's output was read to the end (or 200 ms).
   term.onExit(({ exitCode, signal }) => {
+    slave.close();
     handle.eof();
     handle.exited(signal ? { code: null, signal: signalName(signal) } : { code: exitCode, signal: null });
   });
 }
 
-function ptyIo(term: IPty): ChildIo {
+/**
+ * Opens an extra descriptor of the terminal's slave side in envd. While it is open the
+ * master never sees the slave hang up, so the last output written just before the process
+ * exits is still read (node-pty otherwise loses it now and then when the hang-up wins the
+ * race); node-pty closes the master shortly after the exit.
+ */
+function holdSlave(term: IPty): { close(): void } {
+  const path = (term as IPty & { ptsName?: string }).ptsName;
+  let fd: number | undefined;
+  try {
+    if (path) fd = openSync(path, constants.O_RDWR | constants.O_NOCTTY);
+  } catch {
+    fd = undefined; // best effort: without it only the race above remains
+  }
+  return {
+    close() {
+      if (fd === undefined) return;
+      closeSync(fd);
+      fd = undefined;
+    },
+  };
+}
+
+function ptyIo(term: IPty, slave: { close(): void }): ChildIo {
   return {
     pid: term.pid,
     pause: () => term.pause(),
@@ -57,6 +83,9 @@ function ptyIo(term: IPty): ChildIo {
       resize: (cols, rows) => term.resize(cols, rows),
     },
     // Closing the master would hang the terminal up (SIGHUP): leave it to the daemon's exit.
-    release: () => term.pause(),
+    release: () => {
+      term.pause();
+      slave.close();
+    },
   };
 }
