@@ -172,3 +172,34 @@ test("SIGKILL via SendSignal returns only after the process is reaped", async ()
   const rest = await digest({ [Symbol.asyncIterator]: () => it });
   assert.equal(rest.end?.status, "signal: killed");
 });
+
+test("Start works over gRPC and gRPC-Web too", async () => {
+  const c = clients(d.url);
+  for (const client of [c.proc.grpc, c.proc.grpcWeb]) {
+    const got = await digest(client.start({ process: { cmd: "printf", args: ["%s", "hello"] } }));
+    assert.equal(got.bytes, 5);
+    assert.equal(got.end?.exitCode, 0);
+  }
+});
+
+test("daemon shutdown ends open streams but leaves user processes running", async () => {
+  const own = await startDaemon();
+  let pid = 0;
+  try {
+    const client = clients(own.url).proc.json;
+    const it = client.start({ process: { cmd: "sleep", args: ["60"] } })[Symbol.asyncIterator]();
+    pid = ((await it.next()).value!.event!.event.value as { pid: number }).pid;
+    const rest = digest({ [Symbol.asyncIterator]: () => it }).then(
+      () => "ended",
+      () => "ended with an error",
+    );
+    const started = Date.now();
+    await own.stop();
+    assert.ok(Date.now() - started < 6000, "the daemon exits promptly");
+    assert.match(await rest, /ended/);
+    assert.doesNotThrow(() => process.kill(pid, 0), "the user process outlives the daemon");
+  } finally {
+    if (pid) process.kill(pid, "SIGKILL");
+    await own.stop();
+  }
+});
