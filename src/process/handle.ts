@@ -102,10 +102,9 @@ export class ProcessHandle {
 
   /** Signals the process tree, then waits (bounded) until the process is reaped. */
   async signal(sig: NodeJS.Signals): Promise<void> {
-    if (!this.exitInfo) {
-      const err = signalTree(this.pid, sig);
-      if (err) throw new ConnectError(`error sending signal: ${err.message}`, Code.Internal, undefined, undefined, err);
-    }
+    // After the exit this still reaches children left in the group (holding the output open).
+    const err = signalTree(this.pid, sig, this.exitInfo !== undefined);
+    if (err) throw new ConnectError(`error sending signal: ${err.message}`, Code.Internal, undefined, undefined, err);
     await this.waitExit(REAP_WAIT_MS);
   }
 

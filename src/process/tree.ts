@@ -42,10 +42,17 @@ function tryKill(target: number, signal: NodeJS.Signals): "ok" | "gone" | Error 
 /**
  * Sends `signal` to every process of the tree `pid` leads: its process group and, since
  * envd starts each process as a session leader, every other process group in its session
- * (job-control shells put background jobs there). Falls back to the single pid. Returns
- * an error only when the signal could not be delivered for a reason other than "gone".
+ * (job-control shells put background jobs there). Falls back to the single pid while it
+ * has not been reaped (`reaped` false). Returns an error only when the signal could not be
+ * delivered for a reason other than "gone".
  */
-export function signalTree(pid: number, signal: NodeJS.Signals): Error | undefined {
+export function signalTree(pid: number, signal: NodeJS.Signals, reaped = false): Error | undefined {
+  // Once reaped, the pid may belong to someone else: only the group id (kept reserved by
+  // the kernel while any member lives) is still safe to use.
+  if (reaped) {
+    const group = tryKill(-pid, signal);
+    return group === "ok" || group === "gone" ? undefined : group;
+  }
   const ids = groupAndSession(pid);
   const leader = ids === undefined || ids.sid === pid;
   if (leader) for (const pgid of otherGroupsInSession(pid)) tryKill(-pgid, signal);
