@@ -76,6 +76,14 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
         });
       return;
     }
+    // connect-node abandons a body it rejects (oversize or malformed envelope) with bytes still
+    // on the wire; an HTTP/1.1 connection cannot go on past them, so close it once answered.
+    const socket = req.httpVersionMajor === 1 ? (req as IncomingMessage).socket : undefined;
+    res.once("finish", () => {
+      if (req.complete || !socket || socket.destroyed) return;
+      socket.end();
+      setTimeout(() => socket.destroy(), 2000).unref();
+    });
     connect(req, res);
   };
 }
