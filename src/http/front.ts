@@ -1,5 +1,4 @@
 import net from "node:net";
-import { Duplex } from "node:stream";
 
 /** The HTTP/2 client connection preface begins with these bytes ("PRI * HTTP/2.0"). */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -14,86 +13,8 @@ export function sniff(head: Buffer): Sniffed {
   return "http1";
 }
 
-/**
- * A Duplex over a socket that first replays bytes already read from it. An HTTP/2 session
- * reads from the socket's native handle, so bytes consumed in JavaScript cannot be unshifted
- * back for it; this relay hands them over instead.
- */
-export class ReplaySocket extends Duplex {
-  constructor(
-    private readonly socket: net.Socket,
-    head: Buffer,
-  ) {
-    super({ allowHalfOpen: false });
-    this.push(head);
-    socket.on("data", (chunk: Buffer) => {
-      if (!this.push(chunk)) socket.pause();
-    });
-    socket.on("end", () => this.push(null));
-    socket.on("error", (err) => this.destroy(err));
-    socket.on("close", () => this.destroy());
-  }
-
-  get remoteAddress(): string | undefined {
-    return this.socket.remoteAddress;
-  }
-
-  get remotePort(): number | undefined {
-    return this.socket.remotePort;
-  }
-
-  get remoteFamily(): string | undefined {
-    return this.socket.remoteFamily;
-  }
-
-  get localAddress(): string | undefined {
-    return this.socket.localAddress;
-  }
-
-  get localPort(): number | undefined {
-    return this.socket.localPort;
-  }
-
-  /** Lets callers bound idle time exactly as on a net.Socket. */
-  setTimeout(ms: number, cb?: () => void): this {
-    this.socket.setTimeout(ms, cb);
-    return this;
-  }
-
-  setNoDelay(noDelay?: boolean): this {
-    this.socket.setNoDelay(noDelay);
-    return this;
-  }
-
-  setKeepAlive(enable?: boolean, delay?: number): this {
-    this.socket.setKeepAlive(enable, delay);
-    return this;
-  }
-
-  override _read(): void {
-    this.socket.resume();
-  }
-
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    this.socket.write(chunk, cb);
-  }
-
-  override _writev(chunks: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
-    this.socket.write(Buffer.concat(chunks.map((c) => c.chunk)), cb);
-  }
-
-  override _final(cb: (err?: Error | null) => void): void {
-    this.socket.end(cb);
-  }
-
-  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    this.socket.destroy(err ?? undefined);
-    cb(err);
-  }
-}
-
 /** Routes each accepted socket to the HTTP/1.1 or the HTTP/2 handler by its first bytes. */
-export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: Duplex) => void): net.Server {
+export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: net.Socket) => void): net.Server {
   return net.createServer({ noDelay: true, pauseOnConnect: false }, (socket) => {
     let head: Buffer = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
@@ -103,8 +24,12 @@ export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: Duplex) 
       socket.off("data", onData);
       socket.off("error", onEarlyError);
       socket.pause();
-      if (kind === "h2") onH2(new ReplaySocket(socket, head));
-      else {
+      if (kind === "h2") {
+        // The HTTP/2 session reads the native handle, and on its first tick feeds itself
+        // whatever is already buffered on the socket, so the unshifted preface is not lost.
+        socket.unshift(head);
+        onH2(socket);
+      } else {
         // Node's HTTP/1.1 server would read straight from the native handle and miss the
         // unshifted bytes; marking the handle consumed makes it parse from 'data' events.
         const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;

@@ -38,7 +38,7 @@ export class Server {
         socket.on("close", () => this.sockets.delete(socket));
         this.h1.emit("connection", socket);
       },
-      (duplex) => this.h2.emit("connection", duplex),
+      (socket) => this.h2.emit("connection", socket),
     );
   }
 
