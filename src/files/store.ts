@@ -11,6 +11,7 @@ import type { Logger } from "../http/log.js";
 import { writeMetadata } from "./xattr-errors.js";
 import { bodyError } from "./body.js";
 import { writeAll } from "./io.js";
+import type { UploadJournal } from "./journal.js";
 
 /** One file an upload writes. */
 export interface UploadTarget {
@@ -23,6 +24,8 @@ export interface UploadTarget {
   log: Logger;
   /** Maps an error of the body stream (not of the file) to the answer; defaults to bodyError. */
   sourceError?: (err: unknown) => Error;
+  /** Where in-flight uploads are recorded for cleanup after a crash. */
+  journal?: UploadJournal;
 }
 
 /** errnos meaning "no temp file or rename here": fall back to writing the target in place. */
@@ -107,6 +110,7 @@ async function atomicTarget(path: string, existing: Stats | undefined): Promise<
  */
 async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false): Promise<void> {
   let done = false;
+  const entry = created ? await t.journal?.begin({ created: { path: t.path, ino: (await fh.stat()).ino } }) : undefined;
   try {
     if (!existed) await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     await copyBody(t, body, fh);
@@ -116,11 +120,13 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
   } finally {
     await fh.close().catch(() => undefined);
     if (!done && created) await unlink(t.path).catch(() => undefined);
+    await t.journal?.end(entry);
   }
 }
 
 async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, temp: string, real: string, existing: Stats): Promise<void> {
   let done = false;
+  const entry = await t.journal?.begin({ temp });
   try {
     await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     // An overwritten file keeps its permission bits, as it would when truncated in place.
@@ -143,6 +149,7 @@ async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, tem
   } finally {
     await fh.close().catch(() => undefined);
     if (!done || (await isPresent(temp))) await unlink(temp).catch(() => undefined);
+    await t.journal?.end(entry);
   }
 }
 

@@ -8,12 +8,13 @@ import { uploadMultipart } from "./multipart.js";
 import { authorizeFiles, headerValue, queryParam, resolvePath } from "./request.js";
 import { storeUpload, type UploadTarget } from "./store.js";
 import { writtenFile, type WrittenFile } from "./entry.js";
+import type { UploadJournal } from "./journal.js";
 
 /** POST /files: multipart or raw-body upload (envd-behaviour §4.6), answered with a JSON array. */
-export async function upload(r: RouteRequest, deps: Deps): Promise<void> {
+export async function upload(r: RouteRequest, deps: Deps, journal?: UploadJournal): Promise<void> {
   let files: WrittenFile[];
   try {
-    files = await receive(r, deps);
+    files = await receive(r, deps, journal);
   } catch (err) {
     drainRequest(r.req);
     throw err;
@@ -25,7 +26,7 @@ export async function upload(r: RouteRequest, deps: Deps): Promise<void> {
   r.res.end(body);
 }
 
-async function receive(r: RouteRequest, deps: Deps): Promise<WrittenFile[]> {
+async function receive(r: RouteRequest, deps: Deps, journal: UploadJournal | undefined): Promise<WrittenFile[]> {
   const user = authorizeFiles(r, deps, "write");
   const coding = requestCoding(headerValue(r, "content-encoding"));
   const metadata = metadataFromHeaders("headersDistinct" in r.req ? r.req.headersDistinct : r.req.headers);
@@ -38,6 +39,7 @@ async function receive(r: RouteRequest, deps: Deps): Promise<WrittenFile[]> {
     metadata,
     contentLength: Number.isSafeInteger(length) && length > 0 ? length : undefined,
     log: r.log,
+    journal,
   };
 
   if (media === "application/octet-stream") {
