@@ -35,6 +35,9 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
     interceptors: [recordInterceptor(), identityInterceptor(deps), legacyInterceptor()],
     contextValues: (req) => createContextValues().set(recordKey, records.get(req)),
     readMaxBytes: deps.config.maxMessageBytes,
+    // Output chunks (≤ 32 KiB) stream uncompressed: gzip per chunk costs more CPU than it saves
+    // on a sandbox link. Large messages (big listings) are still compressed when the client asks.
+    compressMinBytes: 64 * 1024,
     shutdownSignal,
     fallback: (_req, res) => {
       res.writeHead(404, { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" });
@@ -77,12 +80,13 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
       return;
     }
     // connect-node abandons a body it rejects (oversize or malformed envelope) with bytes still
-    // on the wire; an HTTP/1.1 connection cannot go on past them, so close it once answered.
+    // on the wire, and the HTTP/1.1 connection would stall on them: discard them as Node does
+    // for bodies nobody read, so the keep-alive connection goes on.
     const socket = req.httpVersionMajor === 1 ? (req as IncomingMessage).socket : undefined;
     res.once("finish", () => {
       if (req.complete || !socket || socket.destroyed) return;
-      socket.end();
-      setTimeout(() => socket.destroy(), 2000).unref();
+      (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
+      socket.resume();
     });
     connect(req, res);
   };
