@@ -1,3 +1,4 @@
+import { gunzipSync } from "node:zlib";
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, utimesSync, writeFileSync } from "node:fs";
@@ -139,6 +140,18 @@ test("Accept-Encoding: gzip chosen, 406 only when nothing is acceptable, ranges 
   const refused = await get(file, { "accept-encoding": "gzip, identity;q=0", range: "bytes=0-2" });
   assert.equal(refused.status, 406);
   assert.equal(JSON.parse(refused.body.toString()).message, "identity encoding not acceptable for Range or conditional request");
+});
+
+test("already-compressed formats are sent as is unless identity is refused", async () => {
+  const png = join(dir.path, "pic.png");
+  writeFileSync(png, Buffer.alloc(4096, 7));
+  const plain = await get(png, { "accept-encoding": "gzip, deflate" });
+  assert.equal(plain.status, 200);
+  assert.equal(plain.headers["content-encoding"], undefined);
+  assert.equal(plain.headers["content-length"], "4096");
+  const forced = await get(png, { "accept-encoding": "gzip, identity;q=0" });
+  assert.equal(forced.headers["content-encoding"], "gzip");
+  assert.equal(gunzipSync(forced.body).length, 4096);
 });
 
 test("Content-Type: from the raw path's extension, else sniffed; gzip never sniffs", async () => {
