@@ -126,6 +126,12 @@ export async function describePath(path: string, lst: BigIntStats, names: NameLo
   return describe(path, lst, target, metadata, names);
 }
 
+/** Synchronous describePath, for listings that describe entries in short synchronous batches. */
+export function describePathSync(path: string, lst: BigIntStats, names: NameLookup): EntryInfo {
+  const target = lst.isSymbolicLink() ? resolveTargetSync(path) : undefined;
+  return describe(path, lst, target, readMetadataSync(path), names);
+}
+
 /** EntryInfo of `path`; missing → not_found "file not found: ...", other failures → internal. */
 export async function entryInfo(path: string, names: NameLookup): Promise<EntryInfo> {
   let lst: BigIntStats;
@@ -145,8 +151,7 @@ export function entryInfoSync(path: string, names: NameLookup): EntryInfo | unde
   } catch {
     return undefined;
   }
-  const target = lst.isSymbolicLink() ? resolveTargetSync(path) : undefined;
-  return describe(path, lst, target, readMetadataSync(path), names);
+  return describePathSync(path, lst, names);
 }
 
 /** The Stat error for an lstat failure, worded like the reference. */

@@ -41,8 +41,9 @@ function safeRealpath(p: string): string {
 
 /**
  * Files the addon is looked for at, in order: $ENVD_ADDON_DIR, beside the running script, the
- * repo build output next to it, /usr/lib/envd (packaged), then the build output in any folder
- * above the script or the working directory (compiled tests run from build/test).
+ * repo build output next to it, beside the executable and its ../lib/envd (single-executable
+ * artifact), /usr/lib/envd (installed), then the build output in any folder above the script
+ * or the working directory (compiled tests run from build/test).
  */
 export function addonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
   const release = ["native", "inotify", "build", "Release"];
@@ -50,7 +51,8 @@ export function addonCandidates(env: NodeJS.ProcessEnv = process.env): string[] 
   if (env.ENVD_ADDON_DIR) dirs.push(env.ENVD_ADDON_DIR);
   const script = process.argv[1] ? dirname(safeRealpath(process.argv[1])) : undefined;
   if (script) dirs.push(script, join(script, "..", ...release));
-  dirs.push("/usr/lib/envd");
+  const exe = dirname(process.execPath);
+  dirs.push(exe, join(exe, "..", "lib", "envd"), "/usr/lib/envd");
   for (const start of [script, process.cwd()]) {
     for (let dir = start, i = 0; dir && i < 6; i++, dir = dirname(dir)) dirs.push(join(dir, ...release));
   }

@@ -1,11 +1,16 @@
-import { lstat, readdir, realpath, stat } from "node:fs/promises";
-import type { BigIntStats } from "node:fs";
+import { readdir, realpath, stat } from "node:fs/promises";
+import { lstatSync, type BigIntStats } from "node:fs";
+import { setImmediate as yieldToLoop } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { EntryInfo } from "../gen/filesystem/filesystem_pb.js";
-import { describePath, type NameLookup } from "./entry-info.js";
+import { describePathSync, type NameLookup } from "./entry-info.js";
 import { goError } from "./go-error.js";
 
-/** How many entries of one directory are described concurrently (keeps the fd and thread pools busy, not flooded). */
+/**
+ * Entries are described with synchronous syscalls in batches of this size, yielding to the
+ * event loop between batches: a few milliseconds of blocking at a time, and about four times
+ * faster than one thread-pool round trip per lstat/listxattr (measured on 10k entries).
+ */
 const BATCH = 256;
 
 /** Orders names as Go's sort.Strings does: by UTF-8 bytes (UTF-16 order differs only around surrogates). */
@@ -66,8 +71,9 @@ async function walk(dir: string, shown: string, levels: number, names: NameLooku
     throw new ConnectError(`error reading directory ${dir}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
   }
   for (let i = 0; i < children.length; i += BATCH) {
+    if (i > 0) await yieldToLoop();
     const batch = children.slice(i, i + BATCH);
-    const described = await Promise.all(batch.map((name) => describeChild(dir + "/" + name, shown + "/" + name, names)));
+    const described = batch.map((name) => describeChild(dir + "/" + name, shown + "/" + name, names));
     for (let j = 0; j < batch.length; j++) {
       const child = described[j];
       if (!child) continue;
@@ -79,20 +85,16 @@ async function walk(dir: string, shown: string, levels: number, names: NameLooku
   }
 }
 
-async function describeChild(
-  real: string,
-  shown: string,
-  names: NameLookup,
-): Promise<{ info: EntryInfo; lst: BigIntStats } | undefined> {
+function describeChild(real: string, shown: string, names: NameLookup): { info: EntryInfo; lst: BigIntStats } | undefined {
   let lst: BigIntStats;
   try {
-    lst = await lstat(real, { bigint: true });
+    lst = lstatSync(real, { bigint: true });
   } catch (err) {
     if (vanished(err)) return undefined;
     throw new ConnectError(`error reading directory ${real}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
   }
   // Entry info is read through the real path but reported under the requested prefix.
-  const info = await describePath(real, lst, names);
+  const info = describePathSync(real, lst, names);
   info.path = shown;
   if (info.symlinkTarget === real) info.symlinkTarget = shown;
   return { info, lst };
