@@ -66,7 +66,7 @@ function blob() {
     output: join(WORK, "sea-prep.blob"),
     disableExperimentalSEAWarning: true,
     useSnapshot: false,
-    useCodeCache: true,
+    useCodeCache: process.env.ENVD_SEA_CODE_CACHE !== "0",
   };
   writeFileSync(join(WORK, "sea-config.json"), JSON.stringify(config, null, 2));
   execFileSync(process.execPath, ["--experimental-sea-config", join(WORK, "sea-config.json")], { stdio: ["ignore", "ignore", "inherit"] });

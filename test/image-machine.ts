@@ -54,6 +54,12 @@ export function unpackArtifact(tarball: string, dir: string): string {
   return join(dir, ARTIFACT_NAME);
 }
 
+/** Whether this process may hold CAP_SYS_RESOURCE (needed to lower an OOM score below 0); some VMs withhold it. */
+export function hostHasSysResource(): boolean {
+  const m = /^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync("/proc/self/status", "utf8"));
+  return !!m && (BigInt("0x" + m[1]) & (1n << 24n)) !== 0n;
+}
+
 /** A TCP port that is free on the host right now (dual-stack, as envd binds). */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -143,7 +149,9 @@ export class Machine {
       const name = `envd-test-${process.pid}-${Date.now().toString(36)}`;
       const proc = spawn(
         "systemd-nspawn",
-        ["--register=no", "--keep-unit", "--quiet", "--console=read-only", "-M", name, "-b", "-D", rootDir],
+        // CAP_SYS_RESOURCE, which nspawn drops by default, lets systemd apply the unit's OOMScoreAdjust=-1000 as on a VM.
+        ["--register=no", "--keep-unit", "--quiet", "--console=read-only", ...(hostHasSysResource() ? ["--capability=CAP_SYS_RESOURCE"] : []),
+          "-M", name, "-b", "-D", rootDir],
         { stdio: ["ignore", "pipe", "pipe"] },
       );
       return new Machine(work, rootDir, name, proc);
