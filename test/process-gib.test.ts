@@ -4,6 +4,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Process } from "../src/gen/process/process_pb.js";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
+import { PIPE_CHUNK_BYTES } from "../src/process/limits.js";
 
 let d: Daemon;
 
@@ -27,7 +28,7 @@ test("1 GiB of output arrives with the exact byte count over Connect binary", { 
     if (e?.case === "data" && e.value.output.case === "stdout") {
       bytes += e.value.output.value.byteLength;
       events++;
-      assert.ok(e.value.output.value.byteLength <= 32 * 1024, "pipe output comes in chunks of at most 32 KiB");
+      assert.ok(e.value.output.value.byteLength <= PIPE_CHUNK_BYTES, "pipe output comes in chunks of at most PIPE_CHUNK_BYTES");
     }
     if (e?.case === "end") exitCode = e.value.exitCode;
   }

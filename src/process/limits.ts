@@ -6,8 +6,11 @@ const MiB = 1024 * KiB;
 /** Per-subscriber output queue: cut beyond 16 MiB; "full" from 2 MiB until it drains below 512 KiB. */
 export const OUTPUT_LIMITS: BroadcastLimits = { maxBytes: 16 * MiB, highWater: 2 * MiB, lowWater: 512 * KiB };
 
-/** Largest single output event from a pipe (the reference reads pipes in 32 KiB chunks). */
-export const PIPE_CHUNK_BYTES = 32 * KiB;
+/**
+ * Largest single output event from a pipe. The reference sends ≤ 32 KiB per event; clients
+ * accept any size, and coalesced 256 KiB events cut per-message cost for bulk output.
+ */
+export const PIPE_CHUNK_BYTES = 256 * KiB;
 
 /** Largest single output event from a PTY (the reference reads PTYs in 16 KiB chunks). */
 export const PTY_CHUNK_BYTES = 16 * KiB;
