@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import { applyCors } from "./cors.js";
@@ -79,17 +79,32 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
         });
       return;
     }
-    // connect-node abandons a body it rejects (oversize or malformed envelope) with bytes still
-    // on the wire, and the HTTP/1.1 connection would stall on them: discard them as Node does
-    // for bodies nobody read, so the keep-alive connection goes on.
-    const socket = req.httpVersionMajor === 1 ? (req as IncomingMessage).socket : undefined;
-    res.once("finish", () => {
-      if (req.complete || !socket || socket.destroyed) return;
-      (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
-      socket.resume();
-    });
+    releaseUnreadBody(req, res);
     connect(req, res);
   };
+}
+
+/**
+ * connect-node abandons a body it rejects (oversize or malformed envelope) with bytes still on
+ * the wire. HTTP/1.1: once answered, discard them as Node does for bodies nobody read, or the
+ * keep-alive connection stalls on them. HTTP/2: after the trailers, reset the stream with
+ * NO_ERROR (RFC 9113 §8.1), or its unread data holds the session's flow-control window.
+ */
+function releaseUnreadBody(req: Req, res: Res): void {
+  if (req.httpVersionMajor === 2) {
+    const stream = (req as Http2ServerRequest).stream;
+    // The compat layer's own listener (registered first) has just sent the trailers.
+    stream.on("wantTrailers", () => {
+      if (!req.complete && !stream.destroyed) setImmediate(() => stream.close(http2.constants.NGHTTP2_NO_ERROR));
+    });
+    return;
+  }
+  const socket = (req as IncomingMessage).socket;
+  res.once("finish", () => {
+    if (req.complete || socket.destroyed) return;
+    (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
+    socket.resume();
+  });
 }
 
 function pathOf(req: Req): string {
