@@ -1,6 +1,7 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { EventType, FileType, Filesystem, type FilesystemEvent, type WatchDirResponse } from "../src/gen/filesystem/filesystem_pb.js";
@@ -253,6 +254,38 @@ test("stopping the daemon ends open watch streams and exits cleanly", async () =
     assert.ok(Date.now() - t0 < 3000, `prompt shutdown (${Date.now() - t0} ms)`);
     await reading;
   } finally {
+    t.cleanup();
+  }
+});
+
+const bindfs = (() => {
+  try {
+    execFileSync("bindfs", ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+test("network filesystems (here FUSE via bindfs) are refused unless allowNetworkMounts", { skip: !bindfs && "bindfs is not installed" }, async () => {
+  const t = await tempDir("watch-fuse");
+  const src = join(t.path, "src");
+  const mnt = join(t.path, "mnt");
+  mkdirSync(src);
+  mkdirSync(mnt);
+  execFileSync("bindfs", [src, mnt]);
+  try {
+    for (const kind of ["json", "binary"] as const) {
+      const refused = await codeOf(c.fs[kind].createWatcher({ path: mnt }));
+      assert.equal(refused.code, Code.InvalidArgument);
+      assert.equal(refused.rawMessage, `cannot watch path on network filesystem: ${mnt}`);
+      const s = openStream(c.fs[kind], { path: mnt });
+      assert.equal((await codeOf(s.next())).code, Code.InvalidArgument);
+      const allowed = await c.fs[kind].createWatcher({ path: mnt, allowNetworkMounts: true });
+      await c.fs[kind].removeWatcher({ watcherId: allowed.watcherId });
+    }
+  } finally {
+    execFileSync("umount", [mnt]);
     t.cleanup();
   }
 });
