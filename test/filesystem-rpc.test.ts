@@ -67,6 +67,11 @@ for (const kind of ["json", "binary"] as const) {
 
       await rejectsWith(fs().stat({ path: join(base(), "missing") }), Code.NotFound, /file not found: lstat .*missing: no such file or directory/);
       await rejectsWith(fs().stat({ path: join(base(), "bad\0name") }), Code.InvalidArgument, /NUL/);
+      const long = join(base(), "n".repeat(300));
+      await rejectsWith(fs().stat({ path: long }), Code.InvalidArgument, /name too long/);
+      await rejectsWith(fs().listDir({ path: long }), Code.InvalidArgument, /name too long/);
+      await rejectsWith(fs().makeDir({ path: long }), Code.InvalidArgument, /name too long/);
+      await rejectsWith(fs().stat({ path: "/" + "d/".repeat(2100) }), Code.InvalidArgument, /longer than/);
     });
 
     test("Stat: broken and cyclic links describe themselves; unknown ids render as numbers", async () => {

@@ -6,7 +6,7 @@ import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EntryInfoSchema, FileType, type EntryInfo } from "../gen/filesystem/filesystem_pb.js";
 import { readMetadata, readMetadataSync } from "./xattr.js";
-import { goError } from "./go-error.js";
+import { fsError, goError } from "./go-error.js";
 
 /** Turns uids and gids into names (decimal ids when unknown); UserDb satisfies it. */
 export interface NameLookup {
@@ -159,5 +159,5 @@ export function statError(err: unknown): ConnectError {
   if ((err as NodeJS.ErrnoException).code === "ENOENT") {
     return new ConnectError(`file not found: ${goError(err)}`, Code.NotFound, undefined, undefined, err);
   }
-  return new ConnectError(`error getting file info: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+  return fsError("error getting file info", err);
 }

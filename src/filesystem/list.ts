@@ -4,7 +4,7 @@ import { setImmediate as yieldToLoop } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { EntryInfo } from "../gen/filesystem/filesystem_pb.js";
 import { describePathSync, type NameLookup } from "./entry-info.js";
-import { goError } from "./go-error.js";
+import { fsError, goError } from "./go-error.js";
 
 /**
  * Entries are described with synchronous syscalls in batches of this size, yielding to the
@@ -33,13 +33,13 @@ export async function resolveListRoot(path: string): Promise<string> {
     if (code === "ELOOP") {
       throw new ConnectError(`cyclic symlink or chain >255 links at "${path}"`, Code.FailedPrecondition, undefined, undefined, err);
     }
-    throw new ConnectError(`error resolving path: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+    throw fsError("error resolving path", err);
   }
   let st;
   try {
     st = await stat(real);
   } catch (err) {
-    throw new ConnectError(`error getting file info: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+    throw fsError("error getting file info", err);
   }
   if (!st.isDirectory()) throw new ConnectError(`path is not a directory: ${real}`, Code.InvalidArgument);
   return real;
@@ -68,7 +68,7 @@ async function walk(dir: string, shown: string, levels: number, names: NameLooku
     children = (await readdir(dir)).sort(compareNames);
   } catch (err) {
     if (!root && vanished(err)) return;
-    throw new ConnectError(`error reading directory ${dir}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+    throw fsError(`error reading directory ${dir}`, err);
   }
   for (let i = 0; i < children.length; i += BATCH) {
     if (i > 0) await yieldToLoop();
@@ -91,7 +91,7 @@ function describeChild(real: string, shown: string, names: NameLookup): { info: 
     lst = lstatSync(real, { bigint: true });
   } catch (err) {
     if (vanished(err)) return undefined;
-    throw new ConnectError(`error reading directory ${real}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+    throw fsError(`error reading directory ${real}`, err);
   }
   // Entry info is read through the real path but reported under the requested prefix.
   const info = describePathSync(real, lst, names);

@@ -5,11 +5,11 @@ import type { EntryInfo } from "../gen/filesystem/filesystem_pb.js";
 import type { User } from "../auth/users.js";
 import { ensureDirs } from "../auth/paths.js";
 import { entryInfo, type NameLookup } from "./entry-info.js";
-import { goError } from "./go-error.js";
+import { fsError, goError } from "./go-error.js";
 
 function internal(message: string, err: unknown): ConnectError {
   if (err instanceof ConnectError) return new ConnectError(`${message}: ${err.rawMessage}`, Code.Internal, undefined, undefined, err);
-  return new ConnectError(`${message}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+  return fsError(message, err);
 }
 
 /** MakeDir (§6.2): already_exists for a directory, invalid_argument for a non-directory, else create with parents. */
@@ -46,7 +46,6 @@ export async function move(source: string, destination: string, user: User, name
     if (code === "ENOENT") {
       throw new ConnectError(`source file not found: ${goError(err)}`, Code.NotFound, undefined, undefined, err);
     }
-    if (code === "ENOSPC") throw new ConnectError(`error renaming: ${goError(err)}`, Code.ResourceExhausted, undefined, undefined, err);
     throw internal("error renaming", err);
   }
   return entryInfo(destination, names);

@@ -1,6 +1,6 @@
 import { stat, statfs } from "node:fs/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { goError } from "./go-error.js";
+import { fsError, goError } from "./go-error.js";
 
 /** statfs magic numbers of filesystems whose changes inotify cannot see (NFS, CIFS, SMB, SMB2, FUSE). */
 export const NETWORK_FS_MAGIC: ReadonlyMap<number, string> = new Map([
@@ -29,7 +29,7 @@ export async function validateWatchPath(path: string, allowNetworkMounts: boolea
     if ((err as NodeJS.ErrnoException).code === "ENOENT") {
       throw new ConnectError(`path ${path} not found: ${goError(err)}`, Code.NotFound, undefined, undefined, err);
     }
-    throw new ConnectError(`error statting path ${path}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+    throw fsError(`error statting path ${path}`, err);
   }
   if (!st.isDirectory()) throw new ConnectError(`path ${path} not a directory`, Code.InvalidArgument);
   if (allowNetworkMounts) return;
@@ -37,7 +37,7 @@ export async function validateWatchPath(path: string, allowNetworkMounts: boolea
   try {
     fs = await statfs(path);
   } catch (err) {
-    throw new ConnectError(`error statting filesystem of ${path}: ${goError(err)}`, Code.Internal, undefined, undefined, err);
+    throw fsError(`error statting filesystem of ${path}`, err);
   }
   if (isNetworkFs(fs.type)) throw new ConnectError(`cannot watch path on network filesystem: ${path}`, Code.InvalidArgument);
 }
