@@ -66,3 +66,15 @@ test("addon lookup order: env dir, script dir, repo build beside it, /usr/lib/en
   assert.ok(list.indexOf("/usr/lib/envd/inotify.node") > 0);
   assert.ok(list.some((p) => p.endsWith("native/inotify/build/Release/inotify.node")));
 });
+
+test("inotify_add_watch failures: the watch limit is resource_exhausted in plain words", async () => {
+  const { addWatchError } = await import("../src/filesystem/dir-watch.js");
+  const { Code } = await import("@connectrpc/connect");
+  const enospc = Object.assign(new Error("inotify_add_watch: No space left on device (ENOSPC)"), { code: "ENOSPC" });
+  const e = addWatchError("/w/sub", enospc);
+  assert.equal(e.code, Code.ResourceExhausted);
+  assert.equal(e.rawMessage, "error adding path /w/sub to watcher: inotify watch limit reached");
+  const other = addWatchError("/w", Object.assign(new Error("inotify_add_watch: Permission denied (EACCES)"), { code: "EACCES" }));
+  assert.equal(other.code, Code.Internal);
+  assert.match(other.rawMessage, /^error adding path \/w to watcher: .*Permission denied/);
+});
