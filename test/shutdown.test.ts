@@ -40,3 +40,13 @@ for (const kind of ["json", "binary"] as const) {
     }
   });
 }
+
+test("idle keep-alive connections do not delay shutdown", async () => {
+  const d = await startDaemon();
+  const r = await fetch(`${d.url}/filesystem.Filesystem/Stat`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  assert.equal(r.status, 200);
+  await r.text();
+  const t0 = Date.now();
+  assert.equal(await d.stop(), 0);
+  assert.ok(Date.now() - t0 < 1500, `stop took ${Date.now() - t0} ms`);
+});

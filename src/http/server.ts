@@ -49,6 +49,9 @@ export class Server {
       // ipv6Only false: "::" also accepts IPv4, so localhost works as 127.0.0.1 or ::1.
       this.front.listen({ port, host, ipv6Only: false }, () => {
         this.front.off("error", reject);
+        // The HTTP/1.1 server never listens itself; 'listening' starts its connection tracking,
+        // which enforces headersTimeout and lets closeIdleConnections() find idle keep-alives.
+        this.h1.emit("listening");
         const addr = this.front.address();
         resolve(typeof addr === "object" && addr ? addr.port : port);
       });
