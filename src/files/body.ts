@@ -31,6 +31,9 @@ export function requestBody(req: Request, coding: Coding): Readable {
       gzipFailures.set(err, `error decompressing request body: ${prefix}${err.message}`);
     });
   }
+  // The consumer meets errors through iteration; this listener keeps an abort that comes before
+  // it attaches (e.g. a malformed chunked body) from being an uncaught 'error' that kills the daemon.
+  out.on("error", () => undefined);
   const stop = finished(req as Readable, (err) => {
     stop();
     if (err && !req.complete) out.destroy(new ClientAborted());
