@@ -13,6 +13,9 @@ export function sniff(head: Buffer): Sniffed {
   return "http1";
 }
 
+/** A connection that has not shown its protocol by then is closed, as headersTimeout does for HTTP/1.1. */
+export const SNIFF_TIMEOUT_MS = 60_000;
+
 /** Routes each accepted socket to the HTTP/1.1 or the HTTP/2 handler by its first bytes. */
 export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: net.Socket) => void): net.Server {
   return net.createServer({ noDelay: true, pauseOnConnect: false }, (socket) => {
@@ -23,6 +26,8 @@ export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: net.Sock
       if (kind === "undecided") return;
       socket.off("data", onData);
       socket.off("error", onEarlyError);
+      socket.setTimeout(0);
+      socket.off("timeout", onEarlyError);
       socket.pause();
       if (kind === "h2") {
         // The HTTP/2 session reads the native handle, and on its first tick feeds itself
@@ -41,6 +46,7 @@ export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: net.Sock
     };
     const onEarlyError = () => socket.destroy();
     socket.on("error", onEarlyError);
+    socket.setTimeout(SNIFF_TIMEOUT_MS, onEarlyError);
     socket.on("data", onData);
   });
 }
