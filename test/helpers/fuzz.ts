@@ -1,4 +1,5 @@
 import net from "node:net";
+import { request as httpRequest } from "node:http";
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import assert from "node:assert/strict";
@@ -362,5 +363,26 @@ export function h2Exchange(
       done();
     });
     req.end(body);
+  });
+}
+
+/**
+ * One HTTP/1.1 request on its own connection (no keep-alive pool), so the daemon's descriptor
+ * count is not inflated by idle client sockets.
+ */
+export function oneShot(
+  url: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: Uint8Array | string } = {},
+): Promise<{ status: number; headers: import("node:http").IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: opts.method ?? "GET", headers: opts.headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on("error", reject);
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error(`${url}: no answer within 30 s`)));
+    req.on("error", reject);
+    req.end(opts.body);
   });
 }
