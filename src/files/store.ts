@@ -110,7 +110,8 @@ async function atomicTarget(path: string, existing: Stats | undefined): Promise<
  */
 async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false): Promise<void> {
   let done = false;
-  const entry = created ? await t.journal?.begin({ created: { path: t.path, ino: (await fh.stat()).ino } }) : undefined;
+  const ino = created ? (await fh.stat()).ino : 0;
+  const entry = created ? await t.journal?.begin({ created: { path: t.path, ino } }) : undefined;
   try {
     if (!existed) await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     await copyBody(t, body, fh);
@@ -119,7 +120,8 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
     done = true;
   } finally {
     await fh.close().catch(() => undefined);
-    if (!done && created) await unlink(t.path).catch(() => undefined);
+    // Only the very file this upload created: a concurrent upload may have replaced it meanwhile.
+    if (!done && created && (await lstat(t.path).catch(() => undefined))?.ino === ino) await unlink(t.path).catch(() => undefined);
     await t.journal?.end(entry);
   }
 }
