@@ -1,9 +1,10 @@
+import "./lib/native-base64.js";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { isUnavailable } from "./lib/available.js";
-import { ROOT, setDaemonEnv } from "./lib/daemon.js";
+import { ENVD_BIN, ROOT, setDaemonEnv } from "./lib/daemon.js";
 import { describe, machine } from "./lib/machine.js";
 import { renderMarkdown, renderText } from "./lib/table.js";
 import type { BenchContext, ScenarioResult } from "./lib/types.js";
@@ -14,16 +15,18 @@ const HELP = `Usage: npm run bench -- [--quick] [--only ID[,ID...]] [--out FILE]
   --only    run only these scenarios (ids or their leading numbers, e.g. --only 1,4)
   --out     where to write the JSON results (default bench/results.json, with --quick
             bench/results-quick.json); a full run also writes the table as Markdown beside it
+  --size MIB     bulk data size for scenarios 2, 3 and 8 instead of 1024 (quick: 8-32)
   --profile DIR  profile every daemon (CPU, whole life) into DIR/envd-<pid>.cpuprofile; SIGUSR2 to a
                  daemon writes a heap snapshot there. Summarise a profile with
                  node build/bench/tools/profile-top.js FILE.cpuprofile
+Environment: ENVD_BENCH_BIN=FILE measures another build of the daemon instead of dist/envd.
 Scenarios: ${scenarios.map((s) => s.id).join(", ")}
 `;
 
 /** Entry point: runs the chosen scenarios in order, prints the table, writes results.json (+ .md). */
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { quick: { type: "boolean" }, only: { type: "string" }, out: { type: "string" }, profile: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { quick: { type: "boolean" }, only: { type: "string" }, out: { type: "string" }, size: { type: "string" }, profile: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
   if (values.help) {
     process.stdout.write(HELP);
@@ -46,7 +49,7 @@ async function main(): Promise<number> {
   // The daemon serves requests as `user` by default: let it into the scratch trees.
   chmodSync(tmp, 0o755);
   const m = machine(ROOT);
-  process.stdout.write(`envd benchmark (${quick ? "quick" : "full"}) on ${describe(m)}\n`);
+  process.stdout.write(`envd benchmark (${quick ? "quick" : "full"}) of ${ENVD_BIN} on ${describe(m)}\n`);
   const results: ScenarioResult[] = [];
   const cleanup = () => rmSync(tmp, { recursive: true, force: true });
   process.once("SIGINT", () => {
@@ -58,7 +61,7 @@ async function main(): Promise<number> {
       const t0 = performance.now();
       const ctx: BenchContext = {
         quick,
-        repeats: quick ? 1 : 3,
+        sizeBytes: values.size ? Number(values.size) * 2 ** 20 : undefined,
         tmp: join(tmp, s.id),
         log: (msg) => process.stderr.write(`  [${s.id}] ${msg}\n`),
       };

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream, openAsBlob } from "node:fs";
 import { once } from "node:events";
+import http from "node:http";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
@@ -57,6 +58,20 @@ export async function download(url: string, gzip: boolean, what: string): Promis
     if (done) return n;
     n += value.byteLength;
   }
+}
+
+/** GETs `url` with node:http and counts the body bytes (the lightest Node client). */
+export function httpCount(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { agent: false }, (res) => {
+        let n = 0;
+        res.on("data", (d: Buffer) => (n += d.length));
+        res.on("end", () => resolve(n));
+        res.on("error", reject);
+      })
+      .on("error", reject);
+  });
 }
 
 /** The baseline server process and its base URL. */

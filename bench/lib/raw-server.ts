@@ -1,7 +1,9 @@
 // The file-transfer baseline: a minimal Node HTTP server doing the same work as /files with no
 // framework, no auth, no temp file or metadata. Run as its own process (like the daemon), it
 // prints its port on stdout. GET /down?path=&gzip=1 streams a file; POST /up?path=&mode= stores
-// the body (octet | gzip | multipart).
+// the body (octet | gzip | multipart). GET /exec?size= pipes `head -c size /dev/zero` to the response
+// (the ceiling for streaming a command's output over HTTP from a Node process).
+import { spawn } from "node:child_process";
 import http from "node:http";
 import { createReadStream, createWriteStream, statSync } from "node:fs";
 import { pipeline } from "node:stream/promises";
@@ -33,8 +35,18 @@ async function down(res: http.ServerResponse, path: string, gzip: boolean): Prom
   return pipeline(src, res);
 }
 
+function exec(res: http.ServerResponse, size: string): Promise<void> {
+  const child = spawn("/usr/bin/head", ["-c", size, "/dev/zero"], { stdio: ["ignore", "pipe", "ignore"] });
+  res.writeHead(200, { "content-type": "application/octet-stream" });
+  return pipeline(child.stdout, res);
+}
+
 const server = http.createServer((req, res) => {
   const url = new URL(req.url ?? "/", "http://x");
+  if (url.pathname === "/exec") {
+    exec(res, url.searchParams.get("size") ?? "0").catch(() => res.destroy());
+    return;
+  }
   const path = url.searchParams.get("path") ?? "";
   const work =
     req.method === "POST" ? up(req, path, url.searchParams.get("mode") ?? "octet").then(() => res.end("[]")) : down(res, path, url.searchParams.get("gzip") === "1");

@@ -33,8 +33,8 @@ export interface ScenarioResult {
 /** Run-wide settings handed to every scenario. */
 export interface BenchContext {
   quick: boolean;
-  /** Repetitions used for medians (scenario may scale it). */
-  repeats: number;
+  /** Overrides the bulk data size of the throughput, transfer and backpressure scenarios. */
+  sizeBytes?: number;
   /** Scratch directory under /tmp for this run, removed at the end. */
   tmp: string;
   log(msg: string): void;

@@ -22,7 +22,7 @@ export const backpressure: Scenario = {
   id: ID,
   title: "Backpressure: daemon RSS growth with slow and stalled clients",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const size = ctx.quick ? 32 * 2 ** 20 : 2 ** 30;
+    const size = ctx.sizeBytes ?? (ctx.quick ? 32 * 2 ** 20 : 2 ** 30);
     const pace = { rate: 32 * 2 ** 20, slowMs: ctx.quick ? 500 : 10_000 };
     const paceNote = `${mib(size).toFixed(0)} MiB; first ${pace.slowMs / 1000} s at ${mib(pace.rate)} MiB/s, then full speed`;
     const src = (await makeSource(join(ctx.tmp, "src.bin"), size)).path;

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { ENVD_BIN, ROOT, withDaemon } from "../lib/daemon.js";
+import { daemonArgs, ENVD_BIN, ROOT, withDaemon } from "../lib/daemon.js";
 import { localRun } from "../lib/process-stream.js";
 import { memStatus } from "../lib/procfs.js";
 import { compared, single } from "../lib/rows.js";
@@ -10,15 +10,6 @@ import type { BenchContext, Row, Scenario } from "../lib/types.js";
 import { warmUp } from "../lib/warmup.js";
 
 const ID = "6-footprint";
-
-/** The test helper's daemon flags with scratch paths under `dir`. */
-function envdArgs(port: number, dir: string): string[] {
-  return [
-    "--port", String(port), "--default-user", "user", "--default-workdir", "/home/user", "--clock", "off",
-    "--run-dir", join(dir, "run"), "--hosts-file", join(dir, "hosts"),
-    "--ca-bundle", join(dir, "ca.crt"), "--ca-cert", join(dir, "e2b-ca.crt"),
-  ];
-}
 
 interface Sample {
   ms: number;
@@ -59,9 +50,9 @@ export const footprint: Scenario = {
     const sea = await seaBinary(ctx.tmp);
     const kinds: { label: string; file: string; args: (p: number) => string[] }[] = [
       { label: "bare node", file: process.execPath, args: bareNodeArgs },
-      { label: "envd (node dist/envd)", file: ENVD_BIN, args: (p) => envdArgs(p, scratch) },
+      { label: "envd (node dist/envd)", file: ENVD_BIN, args: (p) => daemonArgs(p, scratch) },
     ];
-    if (sea) kinds.push({ label: "envd SEA executable", file: sea, args: (p) => envdArgs(p, scratch) });
+    if (sea) kinds.push({ label: "envd SEA executable", file: sea, args: (p) => daemonArgs(p, scratch) });
     const samples = new Map<string, Sample[]>(kinds.map((k) => [k.label, []]));
     const nodeExit: number[] = [];
     for (let i = 0; i < reps; i++) {

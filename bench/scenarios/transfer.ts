@@ -15,7 +15,7 @@ export const transfer: Scenario = {
   id: ID,
   title: "File transfer: /files upload and download (fetch) vs a minimal Node server",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const size = ctx.quick ? 8 * 2 ** 20 : 2 ** 30;
+    const size = ctx.sizeBytes ?? (ctx.quick ? 8 * 2 ** 20 : 2 ** 30);
     const reps = ctx.quick ? 1 : 3;
     const src = await makeSource(join(ctx.tmp, "src.bin"), size);
     const dst = join(ctx.tmp, "dst.bin");

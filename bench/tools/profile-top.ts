@@ -47,6 +47,28 @@ function main(file: string, top = 30): void {
   process.stdout.write(`${file}: ${totalMs.toFixed(0)} ms wall, ${p.samples.length} samples`);
   print("self time by function", byFn);
   print("self time by module", byModule);
+  print("total time (self + callees) by function", inclusive(p, perSample));
+}
+
+/** Self plus callee time per function, each function counted once per stack (recursion-safe). */
+function inclusive(p: CpuProfile, perSample: number): Map<string, number> {
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const key = (n: ProfileNode) => `${n.callFrame.functionName || "(anonymous)"}  ${n.callFrame.url ? `${basename(n.callFrame.url)}:${n.callFrame.lineNumber + 1}` : "(native)"}`;
+  const out = new Map<string, number>();
+  for (const n of p.nodes) {
+    const hits = n.hitCount ?? 0;
+    if (!hits || n.callFrame.functionName === "(idle)") continue;
+    const seen = new Set<string>();
+    for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) {
+      const k = key(byId.get(id)!);
+      if (seen.has(k)) continue;
+      seen.add(k);
+      out.set(k, (out.get(k) ?? 0) + hits * perSample);
+    }
+  }
+  return out;
 }
 
 function modName(url: string): string {
