@@ -55,6 +55,9 @@ export class Broadcast<T> {
       return sub;
     }
     this.subs.add(sub);
+    // A newcomer is not full: if the producer paused because every earlier subscriber was
+    // (frozen readers), it must resume, or the newcomer would wait forever.
+    this.onDrain();
     return sub;
   }
 
