@@ -5,7 +5,8 @@ import type { ChildIo, StdinPort } from "./child-io.js";
 import type { ProcessHandle } from "./handle.js";
 import { MAX_PENDING_STDIN_BYTES, PIPE_CHUNK_BYTES } from "./limits.js";
 import { commandText, type SpawnPlan } from "./plan.js";
-import { execLine, type ExecTools } from "./wrapper.js";
+import { directLine, execLine, type ExecLine, type ExecTools } from "./wrapper.js";
+import { writeFileSync } from "node:fs";
 
 /**
  * Spawns a non-PTY process with stdout/stderr pipes (and a stdin pipe when asked, else
@@ -13,9 +14,26 @@ import { execLine, type ExecTools } from "./wrapper.js";
  * its whole tree, and wires it to `handle`.
  */
 export async function spawnPiped(plan: SpawnPlan, tools: ExecTools, handle: ProcessHandle): Promise<void> {
-  const line = execLine(plan.cmd, plan.args, plan.user, tools);
-  const failed = (err: unknown): ConnectError =>
-    new ConnectError(`error starting process '${commandText(plan.cmd, plan.args)}': ${(err as Error).message}`, Code.InvalidArgument, undefined, undefined, err);
+  const direct = directLine(plan.cmd, plan.args, plan.user, tools);
+  let spawned = direct ? await trySpawn(plan, direct) : undefined;
+  if (spawned && "child" in spawned) setOomScore(spawned.child.pid!);
+  else spawned = await trySpawn(plan, execLine(plan.cmd, plan.args, plan.user, tools));
+  if ("error" in spawned) {
+    const { error } = spawned;
+    throw new ConnectError(`error starting process '${commandText(plan.cmd, plan.args)}': ${error.message}`, Code.InvalidArgument, undefined, undefined, error);
+  }
+  const { child } = spawned;
+  const pid = child.pid!;
+  child.on("error", () => undefined); // later errors (a failed kill) are reported where they happen
+  const outputs = [child.stdout, child.stderr].filter((s): s is Readable => s !== null);
+  handle.attach(pipeIo(pid, child, outputs), outputs.length);
+  watchOutput(child.stdout, "stdout", handle);
+  watchOutput(child.stderr, "stderr", handle);
+  child.once("exit", (code, signal) => handle.exited({ code, signal }));
+}
+
+/** Spawns one exec line: the running child, or why it could not start. */
+async function trySpawn(plan: SpawnPlan, line: ExecLine): Promise<{ child: ChildProcess } | { error: Error }> {
   let child: ChildProcess;
   try {
     child = spawn(line.file, line.args, {
@@ -27,19 +45,19 @@ export async function spawnPiped(plan: SpawnPlan, tools: ExecTools, handle: Proc
       gid: line.gid,
     });
   } catch (err) {
-    throw failed(err);
+    return { error: err as Error };
   }
-  if (child.pid === undefined) {
-    const err = await new Promise<Error>((resolve) => child.once("error", resolve));
-    throw failed(err);
+  if (child.pid === undefined) return { error: await new Promise<Error>((resolve) => child.once("error", resolve)) };
+  return { child };
+}
+
+/** What the wrapper script does for itself, done from outside for a direct exec. */
+function setOomScore(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/oom_score_adj`, "100");
+  } catch {
+    // the process is already gone, or /proc is not mounted: nothing to adjust
   }
-  const pid = child.pid;
-  child.on("error", () => undefined); // later errors (a failed kill) are reported where they happen
-  const outputs = [child.stdout, child.stderr].filter((s): s is Readable => s !== null);
-  handle.attach(pipeIo(pid, child, outputs), outputs.length);
-  watchOutput(child.stdout, "stdout", handle);
-  watchOutput(child.stderr, "stderr", handle);
-  child.once("exit", (code, signal) => handle.exited({ code, signal }));
 }
 
 function watchOutput(stream: Readable | null, kind: "stdout" | "stderr", handle: ProcessHandle): void {

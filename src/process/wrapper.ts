@@ -70,6 +70,20 @@ export function findExecTools(path = process.env.PATH ?? ""): ExecTools {
   };
 }
 
+/**
+ * The fast path: exec `cmd args` directly (one exec instead of three) when nothing the wrapper
+ * does is needed: niceness and IO class are already the defaults and the user has no
+ * supplementary groups beyond its primary one (libuv's uid/gid options then give the same
+ * credentials). The caller sets oom_score_adj after the spawn and falls back to execLine when
+ * the direct exec fails (so a missing command still ends with exit code 127).
+ */
+export function directLine(cmd: string, args: readonly string[], user: User, tools: ExecTools): ExecLine | undefined {
+  if (tools.nicePrefix.length > 0 || tools.ionicePrefix.length > 0) return undefined;
+  if (user.groups.some((g) => g !== user.gid)) return undefined;
+  const sameUser = tools.euid === user.uid && tools.euid !== 0;
+  return sameUser ? { file: cmd, args: [...args] } : { file: cmd, args: [...args], uid: user.uid, gid: user.gid };
+}
+
 /** Builds the command line that runs `cmd args` as `user` with reset OOM score, niceness and IO class. */
 export function execLine(cmd: string, args: readonly string[], user: User, tools: ExecTools, unsetTerm = false): ExecLine {
   const chain = [...tools.nicePrefix, ...tools.ionicePrefix];
