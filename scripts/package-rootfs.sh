@@ -7,8 +7,11 @@
 set -euo pipefail
 SUITE=${ENVD_ROOTFS_SUITE:-bookworm}
 CACHE=${ENVD_ROOTFS_CACHE:-/var/cache/envd-test}
-TAR="$CACHE/rootfs-$SUITE.tar"
 PACKAGES=systemd,systemd-sysv,dbus,bash,coreutils,util-linux,ncurses-bin,ncurses-base,sudo,python3,procps
+# The cache key changes with the package list and with the setup below (bump REV when editing it).
+REV=1
+KEY=$(printf '%s %s %s' "$SUITE" "$PACKAGES" "$REV" | sha256sum | cut -c1-10)
+TAR="$CACHE/rootfs-$SUITE-$KEY.tar"
 
 if [ -s "$TAR" ]; then
   echo "$TAR"
@@ -48,11 +51,18 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building $SUITE root filesystem from $MIRROR (one-time, cached in $TAR)" >&2
-debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" >"$work/debootstrap.log" 2>&1 || {
-  tail -n 40 "$work/debootstrap.log" >&2
-  tail -n 40 "$root/debootstrap/debootstrap.log" >&2 2>/dev/null || true
-  exit 1
-}
+bootstrap() { debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" >"$work/debootstrap.log" 2>&1; }
+# One retry from scratch: a dropped download should not fail the test run.
+if ! bootstrap; then
+  echo "debootstrap failed; retrying once" >&2
+  cleanup
+  mkdir -p "$work"
+  bootstrap || {
+    tail -n 40 "$work/debootstrap.log" >&2
+    tail -n 40 "$root/debootstrap/debootstrap.log" >&2 2>/dev/null || true
+    exit 1
+  }
+fi
 
 # The image's user, as in E2B templates: `user` with /home/user, bash and passwordless sudo.
 chroot "$root" useradd -m -s /bin/bash user
@@ -65,4 +75,6 @@ chroot "$root" apt-get clean >/dev/null 2>&1 || true
 echo envd-image > "$root/etc/hostname"
 
 tar -C "$root" --numeric-owner -cf "$TAR.tmp" . && mv "$TAR.tmp" "$TAR"
+# Older variants of this root filesystem are of no further use.
+find "$CACHE" -maxdepth 1 -name "rootfs-$SUITE*.tar" ! -path "$TAR" -delete
 echo "$TAR"
