@@ -270,6 +270,31 @@ describe("image booted with systemd-nspawn", { skip: skipBoot }, () => {
     sbx = fresh;
   });
 
+  test("upgrade in place: install.sh on the running system swaps files and restarts envd", async () => {
+    run("cp", ["-a", join(scratch, ARTIFACT_NAME), join(m!.rootDir, "root", "envd-upgrade")]);
+    const before = (await sbx.commands.run("systemctl show -p MainPID --value envd", { user: "root" })).stdout.trim();
+    // In a transient unit of its own: the restart stops everything in envd's cgroup, this command included.
+    await sbx.commands.run("systemd-run --quiet --no-block --unit envd-upgrade /root/envd-upgrade/install.sh", { user: "root" });
+    const t0 = Date.now();
+    let now = before;
+    while (now === before && Date.now() - t0 < 30_000) {
+      await new Promise((r) => setTimeout(r, 300));
+      try {
+        await waitHealthy(url, 10_000, () => m!.logs().slice(-4000));
+        sbx = await sdkSandbox(url);
+        now = (await sbx.commands.run("systemctl show -p MainPID --value envd", { user: "root" })).stdout.trim();
+      } catch {
+        // envd is restarting
+      }
+    }
+    assert.notEqual(now, before, "envd was restarted by install.sh");
+    const r = await sbx.commands.run(
+      "ls -d /usr/lib/envd.new /usr/lib/envd.old /usr/bin/.envd.new 2>/dev/null; envd --version; rm -rf /root/envd-upgrade",
+      { user: "root" },
+    );
+    assert.equal(r.stdout, `${VERSION}\n`, "no staging files are left and the new envd answers");
+  });
+
   test("systemctl poweroff through envd shuts the container down cleanly", async () => {
     await sbx.commands.run("setsid sh -c 'sleep 0.3; systemctl poweroff' >/dev/null 2>&1 < /dev/null &", { user: "root" });
     const code = await m!.waitExit(60_000);
