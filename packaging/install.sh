@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
     --root=*) ROOT=${1#--root=}; shift ;;
     --no-enable) ENABLE=0; shift ;;
     --start) START=1; shift ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
 done

@@ -5,7 +5,8 @@
 //   node_modules/node-pty/       node-pty's JS and pty.node (it is JS + native, so it ships whole)
 //   envd.service, install.sh     the systemd unit and the installer
 // The SEA bundle differs from dist/envd only in how node-pty and @napi-rs/xattr are found
-// (packaging/sea/addons.cjs); dist/envd itself is left untouched.
+// (packaging/sea/addons.cjs); dist/envd itself is left untouched. Experiments: ENVD_SEA_MINIFY=0,
+// ENVD_SEA_CODE_CACHE=0 (both on by default: the measured fastest start).
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -69,7 +70,12 @@ function blob() {
     useCodeCache: process.env.ENVD_SEA_CODE_CACHE !== "0",
   };
   writeFileSync(join(WORK, "sea-config.json"), JSON.stringify(config, null, 2));
-  execFileSync(process.execPath, ["--experimental-sea-config", join(WORK, "sea-config.json")], { stdio: ["ignore", "ignore", "inherit"] });
+  try {
+    execFileSync(process.execPath, ["--experimental-sea-config", join(WORK, "sea-config.json")], { stdio: "pipe" });
+  } catch (err) {
+    process.stderr.write(`${err.stdout ?? ""}${err.stderr ?? ""}`);
+    throw err;
+  }
 }
 
 /** Copies this Node (debug info stripped when `strip` exists) and injects the blob into it. */
