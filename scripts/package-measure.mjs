@@ -2,7 +2,8 @@
 // Start-to-healthy time and idle RSS of envd builds (bench scenario 6 input), e.g.
 //   node scripts/package-measure.mjs dist/envd dist/envd-0.1.0-linux-x64/envd
 // Each executable is started N times (ENVD_MEASURE_RUNS, default 15) on a free port; the time is
-// from spawn to the first 204 of GET /health; RSS is VmRSS after 2 s idle (and after 20 requests).
+// from spawn to the first 204 of GET /health, with the CPU time used until then (steadier than wall
+// time on a busy machine); RSS is VmRSS after 2 s idle (and after 20 requests).
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -21,6 +22,11 @@ async function freePort() {
   });
 }
 
+/** CPU time (user + system) the process used so far, in ms (clock ticks are 10 ms on Linux). */
+const cpuMs = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
+};
 const rssKb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 
 async function once(exe) {
@@ -41,11 +47,12 @@ async function once(exe) {
       await sleep(2);
     }
     const healthyMs = Number(process.hrtime.bigint() - t0) / 1e6;
+    const startCpuMs = cpuMs(proc.pid);
     await sleep(2000);
     const idle = rssKb(proc.pid);
     for (let i = 0; i < 20; i++) await (await fetch(`http://127.0.0.1:${port}/metrics`)).arrayBuffer();
     await sleep(500);
-    return { healthyMs, idleKb: idle, busyKb: rssKb(proc.pid) };
+    return { healthyMs, startCpuMs, idleKb: idle, busyKb: rssKb(proc.pid) };
   } finally {
     proc.kill("SIGTERM");
     await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)));
@@ -64,6 +71,7 @@ for (const exe of process.argv.slice(2)) {
     healthyMsMedian: +median(h).toFixed(1),
     healthyMsMin: +Math.min(...h).toFixed(1),
     healthyMsMax: +Math.max(...h).toFixed(1),
+    startCpuMsMedian: median(rs.map((r) => r.startCpuMs)),
     idleRssMbMedian: +(median(rs.map((r) => r.idleKb)) / 1024).toFixed(1),
     afterRequestsRssMbMedian: +(median(rs.map((r) => r.busyKb)) / 1024).toFixed(1),
   }));
