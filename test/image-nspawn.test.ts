@@ -258,6 +258,7 @@ describe("image booted with systemd-nspawn", { skip: skipBoot }, () => {
   test("Restart=always: a killed envd is back within seconds", async () => {
     const before = await sbx.commands.run("systemctl show -p MainPID --value envd", { user: "root" });
     const oldPid = before.stdout.trim();
+    const survivor = await sbx.commands.run("sleep 600", { background: true });
     // Detached so this command's own exit is reported before envd dies.
     await sbx.commands.run(`setsid sh -c 'sleep 0.5; kill -9 ${oldPid}' >/dev/null 2>&1 < /dev/null &`, { user: "root" });
     await new Promise((r) => setTimeout(r, 1500));
@@ -267,6 +268,9 @@ describe("image booted with systemd-nspawn", { skip: skipBoot }, () => {
     const [newPid, restarts] = after.stdout.trim().split("\n");
     assert.notEqual(newPid, oldPid);
     assert.equal(restarts, "1");
+    // KillMode=process: a process envd started outlives envd's crash and restart.
+    const alive = await fresh.commands.run(`kill -0 ${survivor.pid} && echo alive; kill ${survivor.pid}`, { user: "root" });
+    assert.equal(alive.stdout.trim(), "alive");
     sbx = fresh;
   });
 
