@@ -48,12 +48,15 @@ export async function storeUpload(t: UploadTarget, body: Readable): Promise<void
   for (let attempt = 0; ; attempt++) {
     const existing = await statTarget(t.path);
     if (!existing && !(await isSymlink(t.path))) {
-      const fh = await open(t.path, "wx", 0o666).catch((err: NodeJS.ErrnoException) => {
+      // Journaled before the file exists: a crash at any later point leaves nothing the next start misses.
+      const entry = await t.journal?.begin({ created: { path: t.path } });
+      const fh = await open(t.path, "wx", 0o666).catch(async (err: NodeJS.ErrnoException) => {
+        await t.journal?.end(entry);
         // Created by someone else meanwhile: replace it like any existing file.
         if (err.code === "EEXIST" && attempt === 0) return undefined;
         throw openError(err);
       });
-      if (fh) return writeDirect(t, body, fh, true);
+      if (fh) return writeDirect(t, body, fh, true, false, entry);
       continue;
     }
     return replaceExisting(t, body, existing);
@@ -77,15 +80,18 @@ async function replaceExisting(t: UploadTarget, body: Readable, existing: Stats 
   const real = await atomicTarget(t.path, existing);
   if (real && existing) {
     const temp = join(dirname(real), `.${basename(real).slice(0, 64)}.envd-upload.${randomBytes(6).toString("hex")}.tmp`);
+    // Journaled before it exists: a crash at any later point leaves nothing the next start misses.
+    const entry = await t.journal?.begin({ temp });
     let fh: FileHandle | undefined;
     try {
       fh = await open(temp, "wx", 0o666);
     } catch (err) {
+      await t.journal?.end(entry);
       const code = (err as NodeJS.ErrnoException).code ?? "";
       // No inode left for a temp file: the existing file is rewritten in place, as the reference does.
       if (!IN_PLACE_ERRNOS.has(code) && code !== "ENOSPC") throw openError(err);
     }
-    if (fh) return writeViaTemp(t, body, fh, temp, real, existing);
+    if (fh) return writeViaTemp(t, body, fh, temp, real, existing, entry);
   }
   // Devices, procfs/sysfs, dangling links and directories refusing temp files: truncate in place.
   if (existing) await chown(t.path, t.user.uid, t.user.gid).catch(() => undefined);
@@ -108,10 +114,11 @@ async function atomicTarget(path: string, existing: Stats | undefined): Promise<
  * Writes the body straight into an open target. A file this upload `created` is removed again
  * on failure; a file that was there stays as far as it got. New files are handed to the user.
  */
-async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false): Promise<void> {
+async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false, entry?: string): Promise<void> {
   let done = false;
   const ino = created ? (await fh.stat()).ino : 0;
-  const entry = created ? await t.journal?.begin({ created: { path: t.path, ino } }) : undefined;
+  // The inode is journaled before the first byte, so the next start can tell this very file.
+  if (created) await t.journal?.update(entry, { created: { path: t.path, ino } });
   try {
     if (!existed) await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     await copyBody(t, body, fh);
@@ -126,9 +133,8 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
   }
 }
 
-async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, temp: string, real: string, existing: Stats): Promise<void> {
+async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, temp: string, real: string, existing: Stats, entry: string | undefined): Promise<void> {
   let done = false;
-  const entry = await t.journal?.begin({ temp });
   try {
     await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     // An overwritten file keeps its permission bits, as it would when truncated in place.
