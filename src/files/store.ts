@@ -122,13 +122,13 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
   try {
     if (!existed) await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     await copyBody(t, body, fh);
-    await fh.close();
     await writeMetadata(t.path, t.metadata, t.log);
     done = true;
   } finally {
-    await fh.close().catch(() => undefined);
     // Only the very file this upload created: a concurrent upload may have replaced it meanwhile.
+    // Checked while our handle is still open, so its inode number cannot have been reused yet.
     if (!done && created && (await lstat(t.path).catch(() => undefined))?.ino === ino) await unlink(t.path).catch(() => undefined);
+    await fh.close().catch(() => undefined);
     await t.journal?.end(entry);
   }
 }
