@@ -48,7 +48,8 @@ export async function download(r: RouteRequest, deps: Deps): Promise<void> {
   try {
     r.res.setHeader("Content-Disposition", inlineDisposition(basename(path)));
     if (coding === "gzip") await serveGzip(r, fh, raw);
-    else await serveIdentity(r, fh, st, raw);
+    // The opened file's own length and times: an upload may have replaced the path since the stat above.
+    else await serveIdentity(r, fh, await fh.stat(), raw);
   } catch (err) {
     if (r.res.headersSent || r.res.destroyed) {
       // The client went away or the file failed mid-stream: nothing left to tell it.
