@@ -126,8 +126,13 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
     done = true;
   } finally {
     // Only the very file this upload created: a concurrent upload may have replaced it meanwhile.
-    // Checked while our handle is still open, so its inode number cannot have been reused yet.
-    if (!done && created && (await lstat(t.path).catch(() => undefined))?.ino === ino) await unlink(t.path).catch(() => undefined);
+    // Checked while our handle is still open, so its inode number cannot have been reused yet,
+    // and under the path's lock, so no replacement can land between the check and the unlink.
+    if (!done && created) {
+      await underPathLock(t.path, async () => {
+        if ((await lstat(t.path).catch(() => undefined))?.ino === ino) await unlink(t.path).catch(() => undefined);
+      });
+    }
     await fh.close().catch(() => undefined);
     await t.journal?.end(entry);
   }
@@ -142,7 +147,7 @@ async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, tem
     const size = await copyBody(t, body, fh);
     await writeMetadata(temp, t.metadata, t.log);
     try {
-      await rename(temp, real);
+      await underPathLock(t.path, () => rename(temp, real));
     } catch (err) {
       if (!IN_PLACE_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw writeError(err, t);
       // e.g. a bind-mounted single file: copy the finished content over it instead.
@@ -158,6 +163,24 @@ async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, tem
     await fh.close().catch(() => undefined);
     if (!done || (await isPresent(temp))) await unlink(temp).catch(() => undefined);
     await t.journal?.end(entry);
+  }
+}
+
+const pathLocks = new Map<string, Promise<void>>();
+
+/** Runs `fn` alone among this daemon's uploads to `path` (short commit and cleanup steps only). */
+async function underPathLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  const prev = pathLocks.get(path) ?? Promise.resolve();
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const mine = prev.then(() => held);
+  pathLocks.set(path, mine);
+  await prev;
+  try {
+    return await fn();
+  } finally {
+    release();
+    if (pathLocks.get(path) === mine) pathLocks.delete(path);
   }
 }
 
