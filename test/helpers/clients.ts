@@ -55,7 +55,7 @@ export async function sdkSandbox(url: string, opts: { envdAccessToken?: string }
   process.env.E2B_DEBUG = "true";
   process.env.E2B_SANDBOX_URL = url;
   const { Sandbox } = await import("e2b");
-  const sbx = await Sandbox.create({ debug: true, sandboxUrl: url });
-  if (opts.envdAccessToken) Object.assign(sbx as object, { envdAccessToken: opts.envdAccessToken });
-  return sbx;
+  if (!opts.envdAccessToken) return Sandbox.create({ debug: true, sandboxUrl: url });
+  // A secured sandbox: the SDK's own constructor (public, marked internal) is how it builds one.
+  return new Sandbox({ sandboxId: "debug_sandbox_id", envdVersion: "99.99.99", envdAccessToken: opts.envdAccessToken, debug: true, sandboxUrl: url });
 }
