@@ -32,7 +32,9 @@ export async function streamInput(requests: AsyncIterable<StreamInputRequest>, r
       next = await it.next();
     } catch (err) {
       const detail = err instanceof ConnectError ? err.rawMessage : (err as Error).message;
-      throw new ConnectError(`error streaming input: ${detail}`, Code.Unknown, undefined, undefined, err);
+      // A message the server refused to read (undecodable, oversize) keeps its code; a broken transport is unknown.
+      const code = err instanceof ConnectError && err.code !== Code.Unknown && err.code !== Code.Canceled ? err.code : Code.Unknown;
+      throw new ConnectError(`error streaming input: ${detail}`, code, undefined, undefined, err);
     }
     if (next.done) return;
     const ev = next.value.event;
