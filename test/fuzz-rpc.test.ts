@@ -23,6 +23,11 @@ let d: Daemon;
 let scratch: string;
 const tally = new Map<string, number>();
 const count = (k: string) => tally.set(k, (tally.get(k) ?? 0) + 1);
+/** Distinct messages of internal/unknown answers, printed at the end for review. */
+const internals = new Set<string>();
+const noteInternal = (code: unknown, message: unknown) => {
+  if (code === "internal" || code === "unknown") internals.add(`${String(code)}: ${String(message).replace(/\/tmp\/envd-fuzz-rpc-\d+/g, "$SCRATCH").slice(0, 90)}`);
+};
 
 before(async () => {
   scratch = join("/tmp", `envd-fuzz-rpc-${process.pid}`);
@@ -109,6 +114,7 @@ function checkConnect(m: DescMethod, a: Answer, what: string): void {
     const json = assertClear(a, label) as { code?: unknown; message?: unknown } | undefined;
     if ((a.headers["content-type"] ?? "").includes("json") && json && typeof json === "object") {
       assert.ok(CONNECT_CODES.has(String(json.code)), `${label}: unknown code in ${a.body.toString().slice(0, 200)}`);
+      noteInternal(json.code, json.message);
       count(`${a.status} ${json.code}`);
     } else count(`${a.status}`);
     return;
@@ -134,6 +140,7 @@ function checkConnect(m: DescMethod, a: Answer, what: string): void {
   if (end.error) {
     assert.ok(CONNECT_CODES.has(String(end.error.code)), `${label}: bad end-stream code ${last.data}`);
     assert.ok(end.error.message && end.error.message !== "internal error", `${label}: unclear end-stream error ${last.data}`);
+    noteInternal(end.error.code, end.error.message);
     count(`200 end ${end.error.code}`);
   } else count("200 end ok");
 }
@@ -364,5 +371,6 @@ test("afterwards: processes the fuzz started are gone or killable, nothing escap
   assert.ok(existsSync("/tmp") && existsSync("/home/user"), "nothing outside scratch was removed");
   await assertHealthy(d, "end of RPC fuzz");
   t.diagnostic(`answers: ${JSON.stringify(Object.fromEntries([...tally].sort((a, b) => b[1] - a[1])))}`);
+  t.diagnostic(`internal/unknown messages: ${[...internals].sort().join(" | ")}`);
 });
 

@@ -217,12 +217,19 @@ test("--max-message-bytes: larger Connect messages are resource_exhausted on eve
       // Just under the limit is decoded and judged on its content (here: too long a path).
       await assert.rejects(c.fs[kind].stat({ path: "y".repeat(60 * 1024) }), (e: unknown) => e instanceof ConnectError && e.code === Code.InvalidArgument, `under the limit ${kind}`);
     }
-    // Client streaming over h2c: one oversize message in the stream.
+    // Client streaming over h2c: an oversize message in the middle of a StreamInput.
+    const it = c.proc.binary.start({ process: { cmd: "/bin/cat" }, stdin: true })[Symbol.asyncIterator]();
+    const pid = ((await it.next()).value!.event!.event.value as { pid: number }).pid;
+    void it.return?.();
     async function* input() {
-      yield { event: { case: "start" as const, value: { process: { selector: { case: "pid" as const, value: 1 } } } } };
+      const process = { selector: { case: "pid" as const, value: pid } };
+      yield { event: { case: "start" as const, value: { process } } };
+      yield { event: { case: "data" as const, value: { input: { input: { case: "stdin" as const, value: Buffer.from("small\n") } } } } };
+      await sleep(100);
       yield { event: { case: "data" as const, value: { input: { input: { case: "stdin" as const, value: Buffer.alloc(70 * 1024) } } } } };
     }
-    await assert.rejects(c.proc.binary.streamInput(input()), (e: unknown) => e instanceof ConnectError && (e.code === Code.ResourceExhausted || e.code === Code.NotFound));
+    await assert.rejects(c.proc.binary.streamInput(input()), exhausted, "client stream");
+    await c.proc.json.sendSignal({ process: { selector: { case: "pid", value: pid } }, signal: Signal.SIGKILL });
     await assertHealthy(d, "--max-message-bytes");
   } finally {
     await d.stop();
