@@ -1,6 +1,6 @@
 import "./lib/native-base64.js";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { isUnavailable } from "./lib/available.js";
@@ -85,7 +85,8 @@ async function main(): Promise<number> {
   } finally {
     cleanup();
   }
-  process.stdout.write("\n" + renderText(results) + "\n");
+  m.load.end = loadavg()[0];
+  process.stdout.write(`\n${describe(m)}\n` + renderText(results) + "\n");
   writeFileSync(out, JSON.stringify({ quick, machine: m, results }, null, 2) + "\n");
   if (!quick) writeFileSync(out.replace(/\.json$/, "") + ".md", `Machine: ${describe(m)}\n\n` + renderMarkdown(results));
   process.stdout.write(`\nwrote ${out}\n`);

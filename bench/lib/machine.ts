@@ -10,6 +10,8 @@ export interface Machine {
   node: string;
   commit: string;
   date: string;
+  /** 1-minute load average when the run started and when it ended (other work on the machine). */
+  load: { start: number; end?: number };
 }
 
 /** Describes the machine and the checked-out commit. */
@@ -30,10 +32,12 @@ export function machine(root: string): Machine {
     node: process.version,
     commit,
     date: new Date().toISOString(),
+    load: { start: os.loadavg()[0] },
   };
 }
 
 /** One-line description for the table header and README. */
 export function describe(m: Machine): string {
-  return `${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.kernel}, Node ${m.node}, commit ${m.commit}, ${m.date}`;
+  const load = `load ${m.load.start.toFixed(1)}${m.load.end === undefined ? "" : ` → ${m.load.end.toFixed(1)}`}`;
+  return `${m.cpus} × ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.kernel}, Node ${m.node}, commit ${m.commit}, ${m.date}, ${load}`;
 }

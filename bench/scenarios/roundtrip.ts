@@ -5,7 +5,8 @@ import { withDaemon } from "../lib/daemon.js";
 import { benchTransports } from "../lib/transports.js";
 import { localRun, startToEnd } from "../lib/process-stream.js";
 import { compared } from "../lib/rows.js";
-import { interleave, median, percentile } from "../lib/stats.js";
+import { memStatus } from "../lib/procfs.js";
+import { interleave, median, mib, percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
 const ID = "1-roundtrip";
@@ -40,6 +41,8 @@ export const roundtrip: Scenario = {
       const rows: Row[] = [];
       const bin = await interleave(n, warm, () => startToEnd(c.proc.binary, "/bin/true", []), spawnTrue);
       rows.push(row("Start /bin/true, Connect binary h2c", bin.a, bin.b, "spawn /bin/true"));
+      // fork() copies the parent's page tables, so a spawn from a bigger process costs more.
+      rows[0].note += `; daemon RSS ${mib(memStatus(daemon.pid).rss).toFixed(0)} MiB, bench RSS ${mib(process.memoryUsage().rss).toFixed(0)} MiB`;
       ctx.log(`binary p50 ${median(bin.a).toFixed(2)} ms`);
       const json = await interleave(n, warm, () => startToEnd(c.proc.json, "/bin/true", []), spawnTrue);
       rows.push(row("Start /bin/true, Connect JSON HTTP/1.1", json.a, json.b, "spawn /bin/true"));
