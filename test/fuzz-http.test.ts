@@ -223,23 +223,36 @@ test("/init survives hostile bodies (its own daemon: /init changes defaults)", a
   t.diagnostic(`answers: ${JSON.stringify(Object.fromEntries([...tally].sort((a, b) => b[1] - a[1])))}`);
 });
 
-test("timeouts close idle half-sent connections (soak only: needs the 60 s headers/sniff timeouts)", { skip: !SOAK && "runs under ENVD_SOAK=1 (takes 60-90 s)" }, async (t) => {
-  const opened = ["", "GET /health HTTP/1.1\r\nHost: x\r\n", "PRI * HTTP/2.0\r\n"].map((data) => {
-    const s = net.connect(d.port, "127.0.0.1", () => data && s.write(data));
-    const closed = new Promise<number>((r) => s.on("close", () => r(Date.now())));
-    s.on("error", () => undefined);
-    return { data, s, closed };
-  });
+/** Opens connections that send `data` and then nothing; resolves with how long each stayed open (-1: still open). */
+async function idleConnections(datas: string[], limitMs: number): Promise<number[]> {
   const t0 = Date.now();
-  // Worst case: 60 s plus the 30 s period of the HTTP/1.1 server's connection check.
-  const limit = new Promise<number>((r) => setTimeout(() => r(-1), 125_000));
-  const times: string[] = [];
-  for (const o of opened) {
-    const at = await Promise.race([o.closed, limit]);
-    times.push(`${JSON.stringify(o.data)}: ${at > 0 ? at - t0 : "open"}`);
-    assert.ok(at > 0, `connection that sent ${JSON.stringify(o.data)} was still open after 125 s (${times.join(", ")})`);
-    assert.ok(at - t0 >= 55_000, `closed too early (${at - t0} ms)`);
-  }
-  t.diagnostic(`closed after (ms): ${times.join(", ")}`);
-  await assertHealthy(d, "after the timeouts");
+  return Promise.all(
+    datas.map(
+      (data) =>
+        new Promise<number>((resolve) => {
+          const s = net.connect(d.port, "127.0.0.1", () => data && s.write(data));
+          s.on("error", () => undefined);
+          const timer = setTimeout(() => (s.destroy(), resolve(-1)), limitMs);
+          s.on("close", () => (clearTimeout(timer), resolve(Date.now() - t0)));
+        }),
+    ),
+  );
+}
+
+test("a connection that sends nothing, or half an HTTP/2 preface, is closed after 60 s (soak only)", { skip: !SOAK && "runs under ENVD_SOAK=1 (takes 60 s)" }, async (t) => {
+  const [zero, halfH2] = await idleConnections(["", "PRI * HTTP/2.0\r\n"], 90_000);
+  t.diagnostic(`closed after ${zero} and ${halfH2} ms`);
+  assert.ok(zero >= 55_000, `a connection sending nothing: ${zero} ms`);
+  assert.ok(halfH2 >= 55_000, `half an HTTP/2 preface: ${halfH2} ms`);
+  await assertHealthy(d, "after the sniff timeout");
+});
+
+// Known failure, reported: on Node 20.20 the HTTP/1.1 server stops enforcing headersTimeout for
+// every later connection once any client has closed an idle keep-alive connection (reproduced
+// with a bare http.Server). Earlier tests in this file do exactly that, so this runs last.
+test("a half-sent HTTP/1.1 request head is closed after headersTimeout (soak only)", { skip: !SOAK && "runs under ENVD_SOAK=1 (takes 60-90 s)", todo: "Node 20.20 stops enforcing headersTimeout after a client closed a keep-alive connection; see the issue 6 report" }, async (t) => {
+  const [halfH1] = await idleConnections(["GET /health HTTP/1.1\r\nHost: x\r\n"], 125_000);
+  t.diagnostic(`closed after ${halfH1} ms`);
+  assert.ok(halfH1 >= 55_000, `a half-sent request head was still open after 125 s (${halfH1})`);
+  await assertHealthy(d, "after the headers timeout");
 });
