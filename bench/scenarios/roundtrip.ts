@@ -1,5 +1,6 @@
+import http from "node:http";
 import { sdkSandbox } from "../../test/helpers/clients.js";
-import { findExecTools, execLine } from "../../src/process/wrapper.js";
+import { directLine, execLine, findExecTools } from "../../src/process/wrapper.js";
 import { UserDb } from "../../src/auth/users.js";
 import { withDaemon } from "../lib/daemon.js";
 import { benchTransports } from "../lib/transports.js";
@@ -62,11 +63,23 @@ export const roundtrip: Scenario = {
       const sdk = await interleave(nSdk, warm, () => sbx.commands.run("true"), () => localRun("/bin/bash", ["-l", "-c", "true"], asUser));
       rows.push(row("SDK commands.run('true')", sdk.a, sdk.b, "spawn bash -l -c true as user"));
 
-      // Floor set by the spec'd exec wrapper (sh → setpriv → command), spawned locally as the daemon does.
+      // The HTTP floor: one keep-alive GET /health round trip, no RPC framework, no process.
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      const health = () =>
+        new Promise<void>((resolve, reject) => {
+          http.get(`${daemon.url}/health`, { agent }, (res) => res.resume().on("end", resolve)).on("error", reject);
+        });
+      const h = await interleave(n, warm, health, spawnTrue);
+      agent.destroy();
+      rows.push(row("GET /health round trip, keep-alive HTTP/1.1 (reference)", h.a, h.b, "spawn /bin/true", false));
+
+      // What the daemon executes for this user (direct exec, or the sh → setpriv wrapper chain
+      // when groups or priorities need it), spawned here the same way: the exec floor.
       const tools = findExecTools();
-      const line = execLine("/bin/true", [], user, tools);
-      const chain = await interleave(n, warm, () => localRun(line.file, line.args), spawnTrue);
-      rows.push(row("local spawn of the exec wrapper chain (reference)", chain.a, chain.b, "spawn /bin/true", false));
+      const direct = directLine("/bin/true", [], user, tools);
+      const line = direct ?? execLine("/bin/true", [], user, tools);
+      const chain = await interleave(n, warm, () => localRun(line.file, line.args, { uid: line.uid, gid: line.gid }), spawnTrue);
+      rows.push(row(`local spawn of the daemon's exec line (${direct ? "direct exec as user" : "wrapper chain"}, reference)`, chain.a, chain.b, "spawn /bin/true", false));
       return rows;
     });
   },
