@@ -3,7 +3,7 @@ import type { Row, ScenarioResult } from "./types.js";
 /** Formats a number compactly: 3 significant digits for small values, integers for large. */
 export function fmt(x: number | null | undefined): string {
   if (x === null || x === undefined || Number.isNaN(x)) return "-";
-  if (!Number.isFinite(x)) return String(x);
+  if (!Number.isFinite(x) || Number.isInteger(x)) return String(x);
   const a = Math.abs(x);
   if (a >= 100) return Math.round(x).toString();
   if (a >= 10) return x.toFixed(1);
