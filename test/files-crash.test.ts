@@ -67,3 +67,21 @@ test("SIGKILL during uploads: after restart no partial file at a target path and
     rmSync(runDir, { recursive: true, force: true });
   }
 });
+
+test("an upload below an existing file is the client's mistake: 400 with a clear message", async () => {
+  const t = await tempDir("under-file");
+  const d = await startDaemon();
+  try {
+    writeFileSync(join(t.path, "plain"), "x");
+    const r = await fetch(`${d.url}/files?path=${encodeURIComponent(join(t.path, "plain", "child.txt"))}`, {
+      method: "POST",
+      headers: { "content-type": "application/octet-stream" },
+      body: "y",
+    });
+    assert.equal(r.status, 400);
+    assert.deepEqual(await r.json(), { code: 400, message: `error ensuring directories: path is a file: ${join(t.path, "plain")}` });
+  } finally {
+    await d.stop();
+    t.cleanup();
+  }
+});

@@ -42,8 +42,11 @@ export async function storeUpload(t: UploadTarget, body: Readable): Promise<void
   try {
     await ensureDirs(dirname(t.path), t.user.uid, t.user.gid);
   } catch (err) {
-    const status = err instanceof ConnectError && err.code === Code.ResourceExhausted ? 507 : 500;
-    throw new HttpError(status, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+    // A parent that is a file is the client's mistake (400); a full disk 507; the rest 500.
+    const code = err instanceof ConnectError ? err.code : undefined;
+    const status = code === Code.ResourceExhausted ? 507 : code === Code.InvalidArgument ? 400 : 500;
+    const message = err instanceof ConnectError ? err.rawMessage : (err as Error).message;
+    throw new HttpError(status, `error ensuring directories: ${message}`, { cause: err });
   }
   for (let attempt = 0; ; attempt++) {
     const existing = await statTarget(t.path);
