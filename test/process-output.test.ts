@@ -103,7 +103,7 @@ function readToEnd(sock: Socket): Promise<string> {
   });
 }
 
-test("a stalled subscriber next to a live one: the live one gets everything, the process finishes, the stalled one is ended with resource_exhausted", { timeout: 60_000 }, async () => {
+test("a stalled subscriber next to a live one: the live one gets everything, the process finishes, the stalled one is ended with resource_exhausted", { timeout: 180_000 }, async () => {
   const it = json.start({ process: { cmd: "/bin/bash", args: ["-c", "read x; head -c 64M /dev/zero; echo -n tail"] }, stdin: true })[Symbol.asyncIterator]();
   const first = await it.next();
   const pid = (first.value!.event!.event.value as { pid: number }).pid;
