@@ -49,10 +49,10 @@ export const throughput: Scenario = {
       const bin: Run[] = [];
       const json: Run[] = [];
       const gz: Run[] = [];
-      // A slow daemon must not blow the run's time budget: stop repeating after 2.5 minutes.
+      // A slow daemon must not blow the run's time budget: stop repeating after 2 minutes.
       const t0 = Date.now();
       try {
-        for (let i = 0; i < reps && (i === 0 || Date.now() - t0 < 150_000); i++) {
+        for (let i = 0; i < reps && (i === 0 || Date.now() - t0 < 120_000); i++) {
           base.push(await local());
           bin.push(await once(c.proc.binary));
           json.push(await once(c.proc.json));

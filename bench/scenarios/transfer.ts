@@ -36,7 +36,7 @@ export const transfer: Scenario = {
           const a: number[] = [];
           const b: number[] = [];
           const t0 = Date.now();
-          for (let i = 0; i < reps && (i === 0 || Date.now() - t0 < 60_000); i++) {
+          for (let i = 0; i < reps && (i === 0 || Date.now() - t0 < 45_000); i++) {
             rmSync(dst, { force: true });
             a.push(mibps(bytes, (await timed(envd)).ms));
             rmSync(dst, { force: true });
