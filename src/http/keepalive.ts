@@ -23,27 +23,43 @@ export async function* withKeepalive<T>(
 ): AsyncGenerator<T> {
   const it = source[Symbol.asyncIterator]();
   let pending: Promise<IteratorResult<T>> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<"abort">((resolve) => {
-    onAbort = () => resolve("abort");
-    if (signal.aborted) resolve("abort");
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
   try {
     for (;;) {
-      pending ??= it.next();
-      const tick = new Promise<"tick">((resolve) => {
-        timer = setTimeout(() => resolve("tick"), intervalMs);
-      });
-      const winner = await Promise.race([pending, tick, aborted]);
-      clearTimeout(timer);
-      // A shutdown or deadline aborts with a ConnectError: end the stream with it, so the
-      // client reads why; any other abort means the client left and nobody is listening.
-      if (winner === "abort") {
+      if (signal.aborted) {
+        // A shutdown or deadline aborts with a ConnectError: end the stream with it, so the
+        // client reads why; any other abort means the client left and nobody is listening.
         if (signal.reason instanceof ConnectError) throw signal.reason;
         return;
       }
+      const next = (pending ??= it.next());
+      // One-shot race per item: a long-lived promise raced on every turn would keep a reaction
+      // (holding each yielded item) alive for the whole stream, a leak as big as the stream.
+      const winner = await new Promise<IteratorResult<T> | "tick" | "abort">((resolve, reject) => {
+        const done = (): void => {
+          clearTimeout(timer);
+          signal.removeEventListener("abort", onAbort);
+        };
+        const onAbort = (): void => {
+          done();
+          resolve("abort");
+        };
+        const timer = setTimeout(() => {
+          done();
+          resolve("tick");
+        }, intervalMs);
+        signal.addEventListener("abort", onAbort, { once: true });
+        next.then(
+          (r) => {
+            done();
+            resolve(r);
+          },
+          (e: unknown) => {
+            done();
+            reject(e);
+          },
+        );
+      });
+      if (winner === "abort") continue;
       if (winner === "tick") {
         yield keepalive();
         continue;
@@ -53,8 +69,6 @@ export async function* withKeepalive<T>(
       yield winner.value;
     }
   } finally {
-    clearTimeout(timer);
-    if (onAbort) signal.removeEventListener("abort", onAbort);
     // Not awaited: an async generator's return() queues behind a pending next(), so a source
     // blocked on input must watch `signal` itself to release its resources promptly.
     it.return?.()?.catch(() => undefined);
