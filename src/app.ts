@@ -12,6 +12,8 @@ import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
 import { Process } from "./gen/process/process_pb.js";
 import { createFilesystemService } from "./filesystem/service.js";
 import { createProcessService } from "./process/service.js";
+import { processEventFrame } from "./process/frames.js";
+import { serviceWithFrames } from "./http/framed-stream.js";
 import { filesRoutes } from "./files/routes.js";
 import { systemRoutes } from "./system/routes.js";
 import { initRoute } from "./system/init.js";
@@ -47,9 +49,10 @@ export async function startApp(config: Config, version: string): Promise<App> {
       initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version }),
       ...filesRoutes(deps),
     ],
-    rpc: (router) => {
+    rpc: (router, options) => {
       router.service(Filesystem, fs);
-      router.service(Process, proc);
+      // Output streams leave as hand-written frames (zero-copy binary, one base64 pass for JSON).
+      serviceWithFrames(router, options, Process, proc, processEventFrame);
     },
   });
   const server = new Server(handler);

@@ -240,8 +240,8 @@ test("token comparisons take the same time wherever the candidate differs", () =
   const token = new AccessToken();
   token.set(TOKEN);
   const candidates = [TOKEN.replace(/^./, "X"), TOKEN.replace(/.$/, "X"), "short", TOKEN + "x".repeat(200)];
-  const rounds = 15;
-  const per = 3000;
+  const rounds = 40;
+  const per = 1000;
   const medians = candidates.map(() => [] as number[]);
   for (let r = 0; r < rounds; r++) {
     for (const [i, cand] of candidates.entries()) {
@@ -250,7 +250,8 @@ test("token comparisons take the same time wherever the candidate differs", () =
       medians[i].push(Number(process.hrtime.bigint() - t0));
     }
   }
-  const med = medians.map((xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
+  // The fastest round of each: other load on the machine only ever adds time, never removes it.
+  const med = medians.map((xs) => Math.min(...xs));
   // First-byte vs last-byte difference: the early-exit signature of a naive compare.
   const ratio = med[0] / med[1];
   assert.ok(ratio > 0.6 && ratio < 1.6, `first vs last byte differing: ${med[0]} vs ${med[1]} ns`);

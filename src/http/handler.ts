@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
 import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
 import { legacyInterceptor } from "./legacy.js";
@@ -18,7 +18,8 @@ const UNAUTHORIZED = "unauthorized access, please provide a valid access token o
 export interface HandlerParts {
   deps: Deps;
   routes: Route[];
-  rpc: (router: ConnectRouter) => void;
+  /** Registers the services; `options` are the router's own (interceptors, limits, shutdown). */
+  rpc: (router: ConnectRouter, options: ConnectRouterOptions) => void;
   shutdownSignal: AbortSignal;
 }
 
@@ -30,15 +31,20 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
   const table = new Map<string, Route[]>();
   for (const r of routes) table.set(r.path, [...(table.get(r.path) ?? []), r]);
 
-  const connect = connectNodeAdapter({
-    routes: rpc,
+  const routerOptions: ConnectRouterOptions = {
     interceptors: [recordInterceptor(), identityInterceptor(deps), legacyInterceptor()],
-    contextValues: (req) => createContextValues().set(recordKey, records.get(req)),
     readMaxBytes: deps.config.maxMessageBytes,
-    // Output chunks (≤ 32 KiB) stream uncompressed: gzip per chunk costs more CPU than it saves
-    // on a sandbox link. Large messages (big listings) are still compressed when the client asks.
+    // connect-node's default, spelled out: services registered by hand get these options as given.
+    acceptCompression: [compressionGzip, compressionBrotli],
+    // Small messages (output lines, events) stream uncompressed: gzip per message costs more CPU
+    // than it saves on a sandbox link. Large ones (big listings) are compressed when the client asks.
     compressMinBytes: 64 * 1024,
     shutdownSignal,
+  };
+  const connect = connectNodeAdapter({
+    ...routerOptions,
+    routes: (router) => rpc(router, routerOptions),
+    contextValues: (req) => createContextValues().set(recordKey, records.get(req)),
     fallback: (_req, res) => {
       res.writeHead(404, { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" });
       res.end("404 page not found\n");
@@ -80,6 +86,7 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
       return;
     }
     releaseUnreadBody(req, res);
+    failWritesOnClose(res);
     connect(req, res);
   };
 }
@@ -104,6 +111,19 @@ function releaseUnreadBody(req: Req, res: Res): void {
     if (req.complete || socket.destroyed) return;
     (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
     socket.resume();
+  });
+}
+
+/**
+ * connect-node waits for 'drain' or 'error' after a write the socket could not take at once.
+ * An HTTP/2 stream the client cancels only closes, so that wait (and the stream's source, holding
+ * a process subscription that pauses the process) would last forever: turn an early close into
+ * the error connect-node reads as "client hung up" (ERR_STREAM_DESTROYED → aborted, not logged).
+ */
+function failWritesOnClose(res: Res): void {
+  res.once("close", () => {
+    if (res.writableFinished || res.listenerCount("error") === 0) return;
+    res.emit("error", Object.assign(new Error("the client closed the stream"), { code: "ERR_STREAM_DESTROYED" }));
   });
 }
 

@@ -10,7 +10,9 @@ import { Process } from "../../src/gen/process/process_pb.js";
 export function transports(baseUrl: string): Record<"json" | "binary" | "grpc" | "grpcWeb", Transport> {
   return {
     json: createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false }),
-    binary: createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }),
+    // No response compression, as the e2b SDKs ask: binary streams take the hand-written frame
+    // path; `json` accepts gzip (connect-node's default) and so covers connect-es's own pipeline.
+    binary: createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, acceptCompression: [] }),
     grpc: createGrpcTransport({ baseUrl }),
     grpcWeb: createGrpcWebTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true }),
   };

@@ -1,0 +1,169 @@
+import type { DescService } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createHandlerContext,
+  createServiceImplSpec,
+  type ConnectRouter,
+  type ConnectRouterOptions,
+  type HandlerContext,
+  type ServiceImpl,
+} from "@connectrpc/connect";
+import {
+  compressionNegotiate,
+  createMethodSerializationLookup,
+  createUniversalServiceHandlers,
+  encodeEnvelope,
+  pipe,
+  transformDecompressEnvelope,
+  transformInvokeImplementation,
+  transformParseEnvelope,
+  transformSplitEnvelope,
+  untilFirst,
+  uResponseMethodNotAllowed,
+  uResponseOk,
+  uResponseUnsupportedMediaType,
+  validateUniversalHandlerOptions,
+  type UniversalHandler,
+  type UniversalServerRequest,
+  type UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
+import {
+  contentTypeStreamJson,
+  contentTypeStreamProto,
+  createEndStreamSerialization,
+  createHandlerFactory as connectFactory,
+  endStreamFlag,
+  headerContentType,
+  headerStreamAcceptEncoding,
+  headerStreamEncoding,
+  headerTimeout,
+  parseContentType,
+  parseTimeout,
+} from "@connectrpc/connect/protocol-connect";
+import { createHandlerFactory as grpcFactory } from "@connectrpc/connect/protocol-grpc";
+import { createHandlerFactory as grpcWebFactory } from "@connectrpc/connect/protocol-grpc-web";
+
+/** Encodes one response message as ready Connect frame pieces, or returns undefined for the generic path. */
+export type FrameEncoder = (message: unknown, binary: boolean) => Uint8Array[] | undefined;
+
+type HandlerFactory = ReturnType<typeof connectFactory>;
+type MethodSpec = Parameters<HandlerFactory>[0];
+
+/**
+ * Registers `service` like `router.service`, except that its server-streaming methods answer
+ * uncompressed Connect requests through `encode`: the messages it knows leave as the frame
+ * pieces it returns, without protobuf-es and envelope copies. The request side, context,
+ * deadlines, interceptors and the end-of-stream frame are connect-es's own building blocks, as
+ * in its Connect stream handler; gRPC, gRPC-Web, unary methods and compressed responses are
+ * served by connect-es unchanged. (The building blocks are connect-es's "private" exports,
+ * hence its exact version pin in package.json.)
+ */
+export function serviceWithFrames<S extends DescService>(
+  router: ConnectRouter,
+  options: ConnectRouterOptions,
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+  encode: FrameEncoder,
+): void {
+  const opt = { ...options, ...validateUniversalHandlerOptions(options) };
+  const protocols = [grpcFactory(opt), grpcWebFactory(opt), framedConnectFactory(opt, encode)];
+  router.handlers.push(...createUniversalServiceHandlers(createServiceImplSpec(service, impl), protocols));
+}
+
+function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>, encode: FrameEncoder): HandlerFactory {
+  const standard = connectFactory(opt);
+  const endStream = createEndStreamSerialization(opt.jsonOptions);
+  const fact = (spec: MethodSpec) => {
+    const generic = standard(spec);
+    if (spec.kind !== "server_streaming" || opt.requireConnectProtocolHeader) return generic;
+    const serialization = createMethodSerializationLookup(spec.method, opt.binaryOptions, opt.jsonOptions, opt);
+
+    const handle = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
+      const type = parseContentType(req.header.get(headerContentType));
+      if (type === undefined || !type.stream) return uResponseUnsupportedMediaType;
+      if (req.method !== "POST") return uResponseMethodNotAllowed;
+      const compression = compressionNegotiate(
+        opt.acceptCompression,
+        req.header.get(headerStreamEncoding),
+        req.header.get(headerStreamAcceptEncoding),
+        headerStreamAcceptEncoding,
+      );
+      // A client that accepts compressed frames gets connect-es's own compressing pipeline.
+      if (compression.response) return generic(req);
+      const timeout = parseTimeout(req.header.get(headerTimeout), opt.maxTimeoutMs);
+      const context = createHandlerContext({
+        ...spec,
+        service: spec.method.parent,
+        requestMethod: req.method,
+        protocolName: "connect",
+        timeoutMs: timeout.timeoutMs,
+        shutdownSignal: opt.shutdownSignal,
+        requestSignal: req.signal,
+        requestHeader: req.header,
+        url: req.url,
+        responseHeader: { [headerContentType]: type.binary ? contentTypeStreamProto : contentTypeStreamJson },
+        contextValues: req.contextValues,
+      });
+      if (typeof req.body !== "object" || req.body === null || !(Symbol.asyncIterator in req.body)) {
+        throw new ConnectError("expected a byte stream request body", Code.Internal);
+      }
+      // Header errors surface when the implementation reads its request, as in connect-es.
+      const checked = async function* (): AsyncGenerator<Uint8Array> {
+        if (compression.error) throw compression.error;
+        if (timeout.error) throw timeout.error;
+        yield* req.body as AsyncIterable<Uint8Array>;
+      };
+      const input = pipe(
+        checked(),
+        transformSplitEnvelope(opt.readMaxBytes),
+        transformDecompressEnvelope(compression.request, opt.readMaxBytes),
+        transformParseEnvelope(serialization.getI(type.binary), endStreamFlag),
+      );
+      const invoke = transformInvokeImplementation(spec as Parameters<typeof transformInvokeImplementation>[0], context, opt.interceptors);
+      const messages = invoke(input as Parameters<typeof invoke>[0]);
+      const serializer = serialization.getO(type.binary);
+      const body = frames(messages, context, (m) => encode(m, type.binary) ?? [encodeEnvelope(0, serializer.serialize(m as Parameters<typeof serializer.serialize>[0]))], (e) =>
+        encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: e })),
+      );
+      return { ...uResponseOk, body: await untilFirst(body), header: context.responseHeader };
+    };
+    return Object.assign(handle, {
+      protocolNames: generic.protocolNames,
+      supportedContentType: generic.supportedContentType,
+      allowedMethods: generic.allowedMethods,
+      requestPath: generic.requestPath,
+      service: generic.service,
+      method: generic.method,
+    }) as UniversalHandler;
+  };
+  return Object.assign(fact, { protocolName: standard.protocolName });
+}
+
+/**
+ * The response body: each message's frame pieces, then the end-of-stream frame carrying the
+ * error (if any) and trailers. Leaving early (client gone, write error) closes the
+ * implementation's generator so its `finally` blocks run, and aborts the context.
+ */
+async function* frames(
+  messages: AsyncIterable<unknown>,
+  context: HandlerContext & { abort(reason?: unknown): void },
+  toFrame: (message: unknown) => Uint8Array[],
+  endFrame: (error: ConnectError | undefined) => Uint8Array,
+): AsyncGenerator<Uint8Array> {
+  let failure: unknown;
+  try {
+    for await (const m of messages) yield* toFrame(m);
+  } catch (e) {
+    failure = e;
+  } finally {
+    context.abort(failure);
+  }
+  const error =
+    failure === undefined
+      ? undefined
+      : failure instanceof ConnectError
+        ? failure
+        : new ConnectError("internal error", Code.Internal, undefined, undefined, failure);
+  yield endFrame(error);
+}
