@@ -143,3 +143,26 @@ test("registry: lookup by pid and tag, retention, and tag reuse discarding the p
   assert.throws(() => reg.find(byPid(30)), (e: ConnectError) => e.code === Code.NotFound, "retention expired");
   reg.close();
 });
+
+test("a subscription lets go of every item it handed out (no delivered output stays reachable)", async () => {
+  const { setFlagsFromString } = await import("node:v8");
+  const { runInNewContext } = await import("node:vm");
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  const b = new Broadcast<{ bytes: Uint8Array }>({ maxBytes: 1 << 30, highWater: 1 << 29, lowWater: 1 << 28 }, (x) => x.bytes.byteLength, () => new Error("behind"));
+  const sub = b.subscribe();
+  const refs: WeakRef<object>[] = [];
+  // Fewer items than the queue's compaction threshold, so only clearing each slot frees them.
+  for (let i = 0; i < 100; i++) {
+    const item = { bytes: new Uint8Array(1024) };
+    refs.push(new WeakRef(item));
+    b.publish(item);
+  }
+  for (let i = 0; i < 100; i++) assert.equal((await sub.next()).done, false);
+  await new Promise((r) => setImmediate(r));
+  gc();
+  // The most recent item may still sit in a register or the last settled promise; the rest must be gone.
+  const alive = refs.filter((r) => r.deref() !== undefined).length;
+  assert.ok(alive <= 1, `${alive} of 100 taken items are still reachable`);
+  await sub.return();
+});
