@@ -6,6 +6,7 @@ import { benchTransports } from "../lib/transports.js";
 import { cpuSeconds, peakGrowth } from "../lib/procfs.js";
 import { localPipe, startToEnd } from "../lib/process-stream.js";
 import { leanStart } from "../lib/connect-reader.js";
+import { readBase64Ceiling, startBase64Ceiling } from "../lib/base64-ceiling.js";
 import { compared } from "../lib/rows.js";
 import { median, mib, mibps, timed } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -50,6 +51,12 @@ export const throughput: Scenario = {
         return mibps(size, ms);
       };
       const raw = await startRawServer();
+      const b64 = await startBase64Ceiling();
+      const viaBase64 = async () => {
+        const { ms, value } = await timed(() => readBase64Ceiling(b64.url, size));
+        if (value !== size) throw new Error(`base64 ceiling delivered ${value} of ${size} bytes`);
+        return mibps(size, ms);
+      };
       const viaHttp = async () => {
         const { ms, value } = await timed(() => httpCount(`${raw.url}/exec?size=${size}`));
         if (value !== size) throw new Error(`raw HTTP stream delivered ${value} of ${size} bytes`);
@@ -57,6 +64,7 @@ export const throughput: Scenario = {
       };
       const base: number[] = [];
       const http: number[] = [];
+      const text: number[] = [];
       const bin: Run[] = [];
       const json: Run[] = [];
       const gz: Run[] = [];
@@ -73,10 +81,12 @@ export const throughput: Scenario = {
           leanBin.push(await lean(true));
           leanJson.push(await lean(false));
           http.push(await viaHttp());
-          ctx.log(`rep ${i + 1}: local ${base[i].toFixed(0)} MiB/s, raw HTTP ${http[i].toFixed(0)}, binary ${bin[i].rate.toFixed(0)}, json ${json[i].rate.toFixed(0)}, binary+gzip ${gz[i].rate.toFixed(0)}, lean binary ${leanBin[i].rate.toFixed(0)}, lean json ${leanJson[i].rate.toFixed(0)}`);
+          text.push(await viaBase64());
+          ctx.log(`rep ${i + 1}: local ${base[i].toFixed(0)} MiB/s, raw HTTP ${http[i].toFixed(0)}, base64 HTTP ${text[i].toFixed(0)}, binary ${bin[i].rate.toFixed(0)}, json ${json[i].rate.toFixed(0)}, binary+gzip ${gz[i].rate.toFixed(0)}, lean binary ${leanBin[i].rate.toFixed(0)}, lean json ${leanJson[i].rate.toFixed(0)}`);
         }
       } finally {
         await raw.stop();
+        await b64.stop();
       }
       const gib = size / 2 ** 30;
       const mk = (metric: string, xs: Run[], min?: number) =>
@@ -109,6 +119,15 @@ export const throughput: Scenario = {
           baseline: median(base),
           baselineLabel: "local pipe read",
           note: "what any Node daemon can reach over loopback HTTP with the client on the same cores",
+        }),
+        compared({
+          scenario: ID,
+          metric: "minimal Node HTTP server piping the same command as base64 text (JSON ceiling, reference)",
+          value: median(text),
+          unit: "MiB/s",
+          baseline: median(base),
+          baselineLabel: "local pipe read",
+          note: "base64 encode in the server, decode in the client: the floor cost of any JSON transport of bytes",
         }),
       ];
     });
