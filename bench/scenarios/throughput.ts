@@ -57,9 +57,12 @@ export const throughput: Scenario = {
         if (value !== size) throw new Error(`base64 ceiling delivered ${value} of ${size} bytes`);
         return mibps(size, ms);
       };
+      const rawCpu: number[] = [];
       const viaHttp = async () => {
+        const cpu0 = cpuSeconds(raw.proc.pid!);
         const { ms, value } = await timed(() => httpCount(`${raw.url}/exec?size=${size}`));
         if (value !== size) throw new Error(`raw HTTP stream delivered ${value} of ${size} bytes`);
+        rawCpu.push(cpuSeconds(raw.proc.pid!) - cpu0);
         return mibps(size, ms);
       };
       const base: number[] = [];
@@ -118,7 +121,7 @@ export const throughput: Scenario = {
           unit: "MiB/s",
           baseline: median(base),
           baselineLabel: "local pipe read",
-          note: "what any Node daemon can reach over loopback HTTP with the client on the same cores",
+          note: `what any Node daemon can reach over loopback HTTP with the client on the same cores; server CPU ${(median(rawCpu) / gib).toFixed(2)} s per GiB`,
         }),
         compared({
           scenario: ID,
