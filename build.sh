@@ -9,11 +9,17 @@ npx tsc -p tsconfig.json --noEmit
 npx node-gyp rebuild -C native/inotify >/dev/null 2>&1 || { npx node-gyp rebuild -C native/inotify; exit 1; }
 mkdir -p dist
 echo '{"type":"commonjs"}' > dist/package.json
+# Whitespace and comments are dropped (names stay, as in stack traces): V8 keeps the bundle's
+# source in the heap for the life of the process, and one non-ASCII character in a kept comment
+# made it a two-byte string of twice the file size. A heap above V8's 8 MiB activation threshold
+# runs a full mark-compact every few MiB of Buffers a streaming upload allocates (the shipped SEA
+# bundle is minified anyway, see scripts/package-sea.mjs).
 npx esbuild src/main.ts --bundle --platform=node --target=node20 --format=cjs \
   --outfile=dist/envd --log-level=warning \
   --external:node-pty --external:@napi-rs/xattr \
   --define:ENVD_VERSION="\"$VERSION\"" \
-  --banner:js='#!/usr/bin/env node'
+  --banner:js='#!/usr/bin/env node' \
+  --minify-whitespace --legal-comments=none
 chmod +x dist/envd
 
 # ---- Packaging (issue 7; owned by the packaging helper) ----

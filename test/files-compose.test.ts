@@ -1,6 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -71,6 +72,20 @@ test("compose concatenates in order, creates parents, deletes sources", async ()
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+});
+
+test("compose of multi-chunk sources keeps every byte in order (one read buffer is reused)", async () => {
+  mkdirSync(join(dir.path, "big"), { recursive: true });
+  const parts = [700_000, 262_144, 5, 1_000_001].map((n) => randomBytes(n));
+  const src = parts.map((b, i) => {
+    const p = join(dir.path, "big", `part${i}`);
+    writeFileSync(p, b);
+    return p;
+  });
+  const dest = join(dir.path, "big", "joined.bin");
+  const r = await compose({ source_paths: src, destination: dest });
+  assert.equal(r.status, 200);
+  assert.ok(readFileSync(dest).equals(Buffer.concat(parts)));
 });
 
 test("compose request errors are 400/401 with the reference's messages", async () => {

@@ -26,12 +26,14 @@ async function up(req: http.IncomingMessage, path: string, mode: string): Promis
 }
 
 async function down(res: http.ServerResponse, path: string, gzip: boolean): Promise<void> {
+  // Sized first: a missing file fails here, before a read stream exists to emit an unheard error.
+  const size = statSync(path).size;
   const src = createReadStream(path, { highWaterMark: CHUNK });
   if (gzip) {
     res.writeHead(200, { "content-type": "application/octet-stream", "content-encoding": "gzip" });
     return pipeline(src, createGzip(), res);
   }
-  res.writeHead(200, { "content-type": "application/octet-stream", "content-length": statSync(path).size });
+  res.writeHead(200, { "content-type": "application/octet-stream", "content-length": size });
   return pipeline(src, res);
 }
 

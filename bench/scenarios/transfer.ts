@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { withDaemon } from "../lib/daemon.js";
 import { download, makeSource, startRawServer, upload, uploadInit, type UploadMode } from "../lib/files-http.js";
 import { localRun } from "../lib/process-stream.js";
+import { cpuSeconds } from "../lib/procfs.js";
 import { compared, single } from "../lib/rows.js";
 import { median, mibps, timed } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -32,23 +33,45 @@ export const transfer: Scenario = {
         const envdUrl = `${daemon.url}/files?${q}&username=root`;
         const rows: Row[] = [];
         // Repeats stop once a pair has used its time budget (gzip at 1 GiB is slow on 2 cores).
+        // Server CPU seconds per GiB moved (from /proc/<pid>/stat) and the client's own, per side:
+        // absolute rates drift on a shared machine, the work each process does per byte does not.
+        const measure = async (pid: number, fn: () => Promise<unknown>, bytes: number) => {
+          const s0 = cpuSeconds(pid);
+          const c0 = process.cpuUsage();
+          const { ms } = await timed(fn);
+          const c = process.cpuUsage(c0);
+          const gib = bytes / 2 ** 30;
+          return { rate: mibps(bytes, ms), server: (cpuSeconds(pid) - s0) / gib, client: (c.user + c.system) / 1e6 / gib };
+        };
         const pair = async (metric: string, envd: () => Promise<unknown>, base: () => Promise<unknown>, bytes = size) => {
           const a: number[] = [];
           const b: number[] = [];
+          const cpu = { envd: [] as number[], raw: [] as number[], envdClient: [] as number[], rawClient: [] as number[] };
           const t0 = Date.now();
           for (let i = 0; i < reps && (i === 0 || Date.now() - t0 < 45_000); i++) {
             rmSync(dst, { force: true });
-            a.push(mibps(bytes, (await timed(envd)).ms));
+            const x = await measure(daemon.pid, envd, bytes);
             rmSync(dst, { force: true });
-            b.push(mibps(bytes, (await timed(base)).ms));
+            const y = await measure(raw.proc.pid!, base, bytes);
+            a.push(x.rate);
+            b.push(y.rate);
+            cpu.envd.push(x.server);
+            cpu.raw.push(y.server);
+            cpu.envdClient.push(x.client);
+            cpu.rawClient.push(y.client);
           }
-          ctx.log(`${metric}: envd ${median(a).toFixed(0)} MiB/s, raw node ${median(b).toFixed(0)} MiB/s`);
-          const note = `${(bytes / 2 ** 20).toFixed(0)} MiB, ${a.length} run(s)`;
+          const f = (xs: number[]) => median(xs).toFixed(2);
+          const cpuNote = `server CPU s/GiB envd ${f(cpu.envd)} vs raw ${f(cpu.raw)}; client ${f(cpu.envdClient)} vs ${f(cpu.rawClient)}`;
+          ctx.log(`${metric}: envd ${median(a).toFixed(0)} MiB/s, raw node ${median(b).toFixed(0)} MiB/s; ${cpuNote}`);
+          const note = `${(bytes / 2 ** 20).toFixed(0)} MiB, ${a.length} run(s); ${cpuNote}`;
           rows.push(
             compared({ scenario: ID, metric, value: median(a), unit: "MiB/s", baseline: median(b), baselineLabel: "raw Node server", target: TARGET, note }),
           );
         };
         const sizeNote = `${(size / 2 ** 20).toFixed(0)} MiB`;
+        // Same job on both sides: 256 KiB file reads for downloads; uploads create a new file
+        // (dst is removed before each run) and neither side fsyncs (the daemon's crash safety is
+        // its journal plus temp+rename, not fsync), so the baseline does no less disk work.
         for (const mode of ["octet", "multipart", "gzip"] as UploadMode[]) {
           await pair(
             `upload ${mode === "octet" ? "octet-stream" : mode === "gzip" ? "octet-stream + Content-Encoding: gzip" : "multipart/form-data"}`,
@@ -81,7 +104,7 @@ export const transfer: Scenario = {
           rmSync(dst, { force: true });
           cp.push(mibps(size, (await timed(() => localRun("cp", [src.path, dst]))).ms));
         }
-        rows.push(single(ID, "cp of the same file (reference)", median(cp), "MiB/s", undefined, `${sizeNote}; gzip uploads send a level-1 gzip of the file`));
+        rows.push(single(ID, "cp of the same file (reference)", median(cp), "MiB/s", undefined, `${sizeNote}; gzip uploads send a level-1 gzip of the file; no side fsyncs`));
         return rows;
       });
     } finally {

@@ -8,7 +8,7 @@ import type { Deps } from "../deps.js";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
 import { resolvePath } from "./request.js";
-import { readChunks, writeAll } from "./io.js";
+import { readChunks, STREAM_CHUNK, writeAll } from "./io.js";
 
 /** Largest compose request body we read (it only lists paths). */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -101,12 +101,14 @@ async function concatenate(sources: string[], destination: string, user: User): 
     await fh.chown(user.uid, user.gid).catch((err) => {
       throw failure(err, "error changing file ownership");
     });
+    // One read buffer for all sources: each chunk is written before the next read.
+    const buf = Buffer.allocUnsafeSlow(STREAM_CHUNK);
     for (const src of sources) {
       const input = await open(src, "r").catch((err) => {
         throw failure(err, `error opening source file ${src}`);
       });
       try {
-        for await (const chunk of readChunks(input, 0)) await writeAll(fh, chunk);
+        for await (const chunk of readChunks(input, 0, Infinity, buf)) await writeAll(fh, chunk);
       } catch (err) {
         throw failure(err, `error composing source ${src}`);
       } finally {

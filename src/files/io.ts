@@ -6,13 +6,16 @@ export const STREAM_CHUNK = 256 * 1024;
 /**
  * Reads a file in chunks: bytes `start..end` (inclusive) by position, or, without a start,
  * from the current offset until EOF (pipes, devices, procfs). Every read has finished before
- * the generator returns, so the handle can be closed right after.
+ * the generator returns, so the handle can be closed right after. With `reuse`, every chunk
+ * is a view of that one buffer, valid only until the consumer asks for the next one (a
+ * consumer that awaits each chunk's write allocates nothing per chunk).
  */
-export async function* readChunks(fh: FileHandle, start?: number, end = Infinity): AsyncGenerator<Buffer> {
+export async function* readChunks(fh: FileHandle, start?: number, end = Infinity, reuse?: Buffer): AsyncGenerator<Buffer> {
   let pos = start;
+  const size = reuse?.length ?? STREAM_CHUNK;
   while (pos === undefined || pos <= end) {
-    const want = pos === undefined ? STREAM_CHUNK : Math.min(STREAM_CHUNK, end - pos + 1);
-    const buf = Buffer.allocUnsafe(want);
+    const want = pos === undefined ? size : Math.min(size, end - pos + 1);
+    const buf = reuse ?? Buffer.allocUnsafe(want);
     const { bytesRead } = await fh.read(buf, 0, want, pos ?? null);
     if (bytesRead === 0) return;
     if (pos !== undefined) pos += bytesRead;

@@ -1,13 +1,12 @@
 import type { Stats } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
-import { pipeline } from "node:stream/promises";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
 import { evaluatePreconditions } from "./conditional.js";
 import { sniffContentType, typeByExtension } from "./content-type.js";
 import { byteRanges, planMultipart, RangeNotSatisfiable, type ByteRange } from "./ranges.js";
 import { headerValue } from "./request.js";
-import { readChunks } from "./io.js";
+import { FileSender } from "./send.js";
 
 const SNIFF_BYTES = 512;
 
@@ -47,7 +46,10 @@ export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, 
   const sized = st.isFile() && !(st.size === 0 && bytesRead > 0);
   if (!sized) {
     res.statusCode = 200;
-    await pipeline(concat(first, readChunks(fh)), res);
+    await send(res, async (out) => {
+      if (first.length) await out.write(first);
+      await out.copy(fh);
+    });
     return;
   }
 
@@ -65,31 +67,35 @@ export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, 
   if (!ranges) {
     res.setHeader("Content-Length", size);
     res.statusCode = 200;
-    await pipeline(readChunks(fh, 0, size - 1), res);
+    await send(res, (out) => out.copy(fh, 0, size - 1));
   } else if (ranges.length === 1) {
     const [{ start, end }] = ranges;
     res.setHeader("Content-Range", `bytes ${start}-${end}/${size}`);
     res.setHeader("Content-Length", end - start + 1);
     res.statusCode = 206;
-    await pipeline(readChunks(fh, start, end), res);
+    await send(res, (out) => out.copy(fh, start, end));
   } else {
     const plan = planMultipart(ranges, size, type);
     res.setHeader("Content-Type", plan.contentType);
     res.setHeader("Content-Length", plan.length);
     res.statusCode = 206;
-    await pipeline(multipartBody(fh, plan.parts, plan.tail), res);
+    await send(res, async (out) => {
+      for (const { head, range } of plan.parts) {
+        await out.write(Buffer.from(head));
+        await out.copy(fh, range.start, range.end);
+      }
+      await out.write(Buffer.from(plan.tail));
+    });
   }
 }
 
-async function* concat(first: Buffer, rest: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
-  if (first.length) yield first;
-  yield* rest;
-}
-
-async function* multipartBody(fh: FileHandle, parts: Array<{ head: string; range: ByteRange }>, tail: string): AsyncGenerator<Buffer> {
-  for (const { head, range } of parts) {
-    yield Buffer.from(head);
-    yield* readChunks(fh, range.start, range.end);
+/** Writes a body with a FileSender and ends the response; on failure the caller destroys it. */
+async function send(res: RouteRequest["res"], body: (out: FileSender) => Promise<void>): Promise<void> {
+  const out = new FileSender(res);
+  try {
+    await body(out);
+    await out.finish();
+  } finally {
+    out.detach();
   }
-  yield Buffer.from(tail);
 }

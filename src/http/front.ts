@@ -35,10 +35,11 @@ export function createFront(onHttp1: (s: net.Socket) => void, onH2: (s: net.Sock
         socket.unshift(head);
         onH2(socket);
       } else {
-        // Node's HTTP/1.1 server would read straight from the native handle and miss the
-        // unshifted bytes; marking the handle consumed makes it parse from 'data' events.
-        const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;
-        if (handle) handle._consumed = true;
+        // The HTTP/1.1 server's native parser reads the handle from now on; the unshifted head
+        // still reaches it first, as a 'data' event on resume (before any further read). Parsing
+        // natively matters for uploads: parsing from 'data' events allocated every body byte
+        // twice (socket chunk, then the parser's copy), doubling the external memory that makes
+        // V8 run full mark-compacts while a large body streams in.
         socket.unshift(head);
         onHttp1(socket);
         socket.resume();
