@@ -56,7 +56,7 @@ async function bundle() {
     keepNames: true,
     legalComments: "none",
     logLevel: "warning",
-    define: { ENVD_VERSION: JSON.stringify(VERSION) },
+    define: { ENVD_VERSION: JSON.stringify(VERSION), ENVD_BUNDLED: "true", "import.meta.url": "undefined" },
     plugins: [seaExternals],
   });
 }

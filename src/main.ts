@@ -1,3 +1,4 @@
+import { startupDone } from "./startup-flags.js";
 import { parseConfig } from "./config.js";
 import { startApp } from "./app.js";
 import { envdVersion } from "./version.js";
@@ -11,6 +12,7 @@ async function main(): Promise<void> {
     process.exit(parsed.exitCode);
   }
   const app = await startApp(parsed.config, version);
+  startupDone();
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

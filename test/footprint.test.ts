@@ -1,0 +1,70 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT, startDaemon } from "./helpers/daemon.js";
+import { sdkSandbox, tempDir } from "./helpers/clients.js";
+import { lazy } from "../src/lazy.js";
+
+/** Native addons mapped into a process. */
+function addons(pid: number): string[] {
+  return readFileSync(`/proc/${pid}/maps`, "utf8")
+    .split("\n")
+    .map((l) => l.split(/\s+/)[5] ?? "")
+    .filter((f) => f.endsWith(".node"));
+}
+
+test("lazy() loads a package once, on the first call", () => {
+  let calls = 0;
+  const get = lazy<typeof import("range-parser")>("range-parser", () => {
+    calls++;
+    throw new Error("the bundled path is only taken inside dist/envd");
+  });
+  const parse = get();
+  assert.equal(typeof parse, "function");
+  assert.deepEqual([...(parse(10, "bytes=0-1") as Array<{ start: number; end: number }>)], [{ start: 0, end: 1 }]);
+  assert.equal(get(), parse);
+  assert.equal(calls, 0);
+});
+
+test("an idle daemon has not loaded node-pty or xattr; the first PTY and metadata use load them", async () => {
+  const d = await startDaemon();
+  const t = await tempDir("footprint");
+  try {
+    const idle = addons(d.pid);
+    assert.equal(idle.some((f) => f.endsWith("pty.node")), false, `pty.node mapped at idle: ${idle.join(", ")}`);
+    assert.equal(idle.some((f) => f.includes("xattr")), false, `xattr addon mapped at idle: ${idle.join(", ")}`);
+    const sbx = await sdkSandbox(d.url);
+    let out = "";
+    const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (b: Uint8Array) => void (out += Buffer.from(b).toString()) });
+    await sbx.pty.sendInput(pty.pid, new TextEncoder().encode("echo pty-$((6*7))\nexit\n"));
+    await pty.wait().catch(() => undefined);
+    assert.match(out, /pty-42/);
+    await sbx.files.write(join(t.path, "f.txt"), "x");
+    await sbx.files.getInfo(join(t.path, "f.txt"));
+    const used = addons(d.pid);
+    assert.ok(used.some((f) => f.endsWith("pty.node")), `pty.node not mapped after a PTY: ${used.join(", ")}`);
+    assert.ok(used.some((f) => f.includes("xattr")), `xattr addon not mapped after file metadata: ${used.join(", ")}`);
+  } finally {
+    await t.cleanup();
+    await d.stop();
+  }
+});
+
+test("TurboFan is off while starting and back on once startupDone() runs", () => {
+  // A child with natives syntax reports V8's optimisation status of a hot function before and after.
+  const mod = join(ROOT, "build", "src", "startup-flags.js");
+  const script = `
+    const { startupDone } = await import(${JSON.stringify(mod)});
+    const OPTIMIZED = 1 << 4; // V8 OptimizationStatus::kOptimized
+    const make = () => new Function("x", "let s = 0; for (let i = 0; i < 50; i++) s += (x * i) % 7; return s;");
+    const warm = (f) => { for (let i = 0; i < 200000; i++) f(i); return %GetOptimizationStatus(f) & OPTIMIZED ? "optimized" : "not"; };
+    const before = warm(make());
+    startupDone();
+    const after = warm(make());
+    console.log(before + " " + after);
+  `;
+  const out = execFileSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { encoding: "utf8" }).trim();
+  assert.equal(out, "not optimized");
+});
