@@ -2,6 +2,7 @@ import { startupDone } from "./startup-flags.js";
 import { parseConfig } from "./config.js";
 import { startApp } from "./app.js";
 import { envdVersion } from "./version.js";
+import { startMemoryTrimmer } from "./system/memory.js";
 
 /** Entry point: config from argv/env → start → stop gracefully on SIGTERM/SIGINT within 5 s. */
 async function main(): Promise<void> {
@@ -13,6 +14,7 @@ async function main(): Promise<void> {
   }
   const app = await startApp(parsed.config, version);
   startupDone();
+  startMemoryTrimmer(app.log);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { ROOT, startDaemon } from "./helpers/daemon.js";
 import { sdkSandbox, tempDir } from "./helpers/clients.js";
 import { lazy } from "../src/lazy.js";
+import { TrimPolicy } from "../src/system/memory.js";
+import { loadInotify } from "../src/filesystem/inotify.js";
 
 /** Native addons mapped into a process. */
 function addons(pid: number): string[] {
@@ -67,4 +69,27 @@ test("TurboFan is off while starting and back on once startupDone() runs", () =>
   `;
   const out = execFileSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { encoding: "utf8" }).trim();
   assert.equal(out, "not optimized");
+});
+
+test("TrimPolicy trims only after quiet ticks with RSS well above its floor, and not again for the same memory", () => {
+  const MiB = 1024 * 1024;
+  const p = new TrimPolicy(50 * MiB, 16 * MiB, 2, 0.02);
+  assert.equal(p.due(0.9, 150 * MiB), false, "busy");
+  assert.equal(p.due(0.01, 150 * MiB), false, "one quiet tick is not enough");
+  assert.equal(p.due(0.01, 150 * MiB), true, "quiet twice, 100 MiB above the floor");
+  p.trimmed(100 * MiB);
+  assert.equal(p.due(0.0, 100 * MiB), false);
+  assert.equal(p.due(0.0, 110 * MiB), false, "within the slack of the new floor");
+  assert.equal(p.due(0.0, 60 * MiB), false, "V8 shrank its heap: the floor follows RSS down");
+  assert.equal(p.due(0.5, 90 * MiB), false, "busy again");
+  assert.equal(p.due(0.0, 90 * MiB), false);
+  assert.equal(p.due(0.0, 90 * MiB), true, "30 MiB above the lowered floor after two quiet ticks");
+});
+
+test("the addon's trimMalloc hands freed C heap back (glibc)", () => {
+  const addon = loadInotify() as unknown as { trimMalloc(): boolean };
+  assert.equal(typeof addon.trimMalloc, "function");
+  const bufs = Array.from({ length: 256 }, () => Buffer.alloc(64 * 1024, 1));
+  bufs.length = 0;
+  assert.equal(typeof addon.trimMalloc(), "boolean");
 });
