@@ -5,12 +5,18 @@ import { setFlagsFromString } from "node:v8";
 // mostly lives on. So while starting: no TurboFan (optimising run-once code only costs a background
 // compile and pages of the compiler's machine code: ~3.5 MiB RSS on an idle daemon), and no growth
 // of the young generation beyond its initial size (its survivors are promoted anyway; a grown one
-// stays committed: ~1 MiB). Both return to V8's defaults once the daemon listens.
-setFlagsFromString("--no-turbofan");
-setFlagsFromString("--semi-space-growth-factor=1");
+// stays committed: ~1 MiB). Both return to V8's defaults once the daemon listens. A flag that the
+// command line or NODE_OPTIONS sets itself is left alone.
+const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ""].join(" ").replace(/_/g, "-");
+const ours = (...names: string[]) => !names.some((n) => new RegExp(`--(no-)?${n}\\b`).test(given));
+const turbofan = ours("turbofan", "opt", "jitless", "max-opt");
+const youngGrowth = ours("semi-space-growth-factor");
+
+if (turbofan) setFlagsFromString("--no-turbofan");
+if (youngGrowth) setFlagsFromString("--semi-space-growth-factor=1");
 
 /** Ends the start-up phase: V8's defaults again (call once the daemon is listening). */
 export function startupDone(): void {
-  setFlagsFromString("--turbofan");
-  setFlagsFromString("--semi-space-growth-factor=2");
+  if (turbofan) setFlagsFromString("--turbofan");
+  if (youngGrowth) setFlagsFromString("--semi-space-growth-factor=2");
 }
