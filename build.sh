@@ -9,17 +9,19 @@ npx tsc -p tsconfig.json --noEmit
 npx node-gyp rebuild -C native/inotify >/dev/null 2>&1 || { npx node-gyp rebuild -C native/inotify; exit 1; }
 mkdir -p dist
 echo '{"type":"commonjs"}' > dist/package.json
-# Whitespace and comments are dropped (names stay, as in stack traces): V8 keeps the bundle's
-# source in the heap for the life of the process, and one non-ASCII character in a kept comment
-# made it a two-byte string of twice the file size. A heap above V8's 8 MiB activation threshold
-# runs a full mark-compact every few MiB of Buffers a streaming upload allocates (the shipped SEA
-# bundle is minified anyway, see scripts/package-sea.mjs).
+# Whitespace and syntax are minified (smaller source string kept in the heap: ~0.6 MiB one-byte
+# instead of ~1.9 MiB, which a single non-ASCII comment made two-byte: a heap above V8's 8 MiB
+# activation threshold runs a full mark-compact every few MiB of Buffers that streams allocate);
+# identifiers are not, so
+# stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
+# back to src/ through dist/envd.map: `node --enable-source-maps dist/envd`.
+# ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
 npx esbuild src/main.ts --bundle --platform=node --target=node20 --format=cjs \
   --outfile=dist/envd --log-level=warning \
+  --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
   --external:node-pty --external:@napi-rs/xattr \
-  --define:ENVD_VERSION="\"$VERSION\"" \
-  --banner:js='#!/usr/bin/env node' \
-  --minify-whitespace --legal-comments=none
+  --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:import.meta.url=undefined \
+  --banner:js='#!/usr/bin/env node'
 chmod +x dist/envd
 
 # ---- Packaging (issue 7; owned by the packaging helper) ----

@@ -1,6 +1,8 @@
+import { startupDone } from "./startup-flags.js";
 import { parseConfig } from "./config.js";
 import { startApp } from "./app.js";
 import { envdVersion } from "./version.js";
+import { startMemoryTrimmer } from "./system/memory.js";
 
 /** Entry point: config from argv/env → start → stop gracefully on SIGTERM/SIGINT within 5 s. */
 async function main(): Promise<void> {
@@ -11,6 +13,8 @@ async function main(): Promise<void> {
     process.exit(parsed.exitCode);
   }
   const app = await startApp(parsed.config, version);
+  startupDone();
+  startMemoryTrimmer(app.log);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

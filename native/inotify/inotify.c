@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define READ_CHUNK 65536
 #define READ_LIMIT (1024 * 1024)
@@ -256,6 +259,23 @@ static void set_u32(napi_env env, napi_value obj, const char *name, uint32_t v) 
   napi_set_named_property(env, obj, name, value);
 }
 
+/*
+ * trimMalloc(): not inotify, but this is envd's one always-shipped addon. glibc keeps memory
+ * freed by the C heap (stream chunks, zlib state) mapped until malloc_trim() hands the free
+ * pages back; envd calls it once a burst of work has gone quiet (src/system/memory.ts).
+ * Returns whether memory was released; false where the C library has no malloc_trim.
+ */
+static napi_value js_trim_malloc(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+#ifdef __GLIBC__
+  napi_get_boolean(env, malloc_trim(0) != 0, &result);
+#else
+  napi_get_boolean(env, false, &result);
+#endif
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value c;
   set_fn(env, exports, "open", js_open);
@@ -263,6 +283,7 @@ static napi_value init(napi_env env, napi_value exports) {
   set_fn(env, exports, "rmWatch", js_rm_watch);
   set_fn(env, exports, "read", js_read);
   set_fn(env, exports, "close", js_close);
+  set_fn(env, exports, "trimMalloc", js_trim_malloc);
   napi_create_object(env, &c);
   set_u32(env, c, "IN_ACCESS", IN_ACCESS);
   set_u32(env, c, "IN_MODIFY", IN_MODIFY);

@@ -1,4 +1,7 @@
-import mime from "mime-types";
+import { lazy } from "../lazy.js";
+
+// The mime table (mime-db, ~2500 types) is built on the first lookup, not at start.
+const mime = lazy<typeof import("mime-types")>("mime-types", () => require("mime-types"));
 
 /** The extension of the last path element as Go's filepath.Ext sees it (a leading dot counts). */
 export function extensionOf(path: string): string {
@@ -11,7 +14,7 @@ export function extensionOf(path: string): string {
 export function typeByExtension(rawPath: string): string | undefined {
   const ext = extensionOf(rawPath);
   if (!ext) return undefined;
-  return mime.contentType(ext) || undefined;
+  return mime().contentType(ext) || undefined;
 }
 
 const SIGNATURES: ReadonlyArray<readonly [string, string]> = [

@@ -1,4 +1,6 @@
-import { format } from "content-disposition";
+import { lazy } from "../lazy.js";
+
+const contentDisposition = lazy<typeof import("content-disposition")>("content-disposition", () => require("content-disposition"));
 
 const TSPECIALS = new Set('()<>@,;:\\"/[]?='.split(""));
 
@@ -29,5 +31,5 @@ function encodeRfc2231(value: string): string {
  */
 export function inlineDisposition(filename: string): string {
   if (needsEncoding(filename)) return `inline; filename*=${encodeRfc2231(filename)}`;
-  return format({ type: "inline", parameters: { filename } });
+  return contentDisposition().format({ type: "inline", parameters: { filename } });
 }

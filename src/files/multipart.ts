@@ -1,4 +1,4 @@
-import { Busboy, type BusboyFileStream, type BusboyInstance } from "@fastify/busboy";
+import type { BusboyFileStream, BusboyInstance } from "@fastify/busboy";
 import { pipeline } from "node:stream";
 import type { Readable } from "node:stream";
 import { HttpError } from "../http/errors.js";
@@ -7,6 +7,9 @@ import { bodyError } from "./body.js";
 import { STREAM_CHUNK } from "./io.js";
 import { storeUpload, type UploadTarget } from "./store.js";
 import { writtenFile, type WrittenFile } from "./entry.js";
+import { lazy } from "../lazy.js";
+
+const busboy = lazy<typeof import("@fastify/busboy")>("@fastify/busboy", () => require("@fastify/busboy"));
 
 const FORM_ERROR = "error reading form: ";
 
@@ -25,7 +28,7 @@ export function uploadMultipart(
 ): Promise<WrittenFile[]> {
   let parser: BusboyInstance;
   try {
-    parser = Busboy({
+    parser = busboy().Busboy({
       // Any multipart subtype is read as form data, as the reference does.
       headers: { ...r.req.headers, "content-type": contentType.replace(/^\s*multipart\/[^;\s]*/i, "multipart/form-data") },
       preservePath: true,

@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
-import parseRange from "range-parser";
 import { HttpError } from "../http/errors.js";
+import { lazy } from "../lazy.js";
+
+const parseRange = lazy<typeof import("range-parser")>("range-parser", () => require("range-parser"));
 
 /** One satisfiable byte range, inclusive at both ends. */
 export interface ByteRange {
@@ -18,7 +20,7 @@ export function byteRanges(header: string, size: number): ByteRange[] | undefine
   const clamped = header.replace(/(^|[=,])(\s*)-(\d+)/g, (all, sep: string, ws: string, n: string) =>
     Number(n) > size && size > 0 ? `${sep}${ws}-${size}` : all,
   );
-  const parsed = parseRange(size, clamped);
+  const parsed = parseRange()(size, clamped);
   if (parsed === -2 || (Array.isArray(parsed) && parsed.type !== "bytes")) throw new HttpError(416, "invalid range");
   if (parsed === -1) throw new RangeNotSatisfiable(size);
   const ranges = parsed.map((r) => ({ start: r.start, end: r.end }));

@@ -1,4 +1,7 @@
-import xattr from "@napi-rs/xattr";
+import { lazy } from "../lazy.js";
+
+// The native addon is opened by the first metadata read or write, not at start.
+const napi = lazy<typeof import("@napi-rs/xattr")>("@napi-rs/xattr", () => require("@napi-rs/xattr"));
 
 /** Prefix of the xattrs that carry E2B file metadata. */
 export const METADATA_PREFIX = "user.e2b.";
@@ -18,14 +21,14 @@ export async function readMetadata(path: string): Promise<Record<string, string>
   const out: Record<string, string> = {};
   let names: string[];
   try {
-    names = await xattr.listAttributes(path);
+    names = await napi().listAttributes(path);
   } catch {
     return out;
   }
   for (const name of names) {
     if (!name.startsWith(METADATA_PREFIX)) continue;
     try {
-      const value = await xattr.getAttribute(path, name);
+      const value = await napi().getAttribute(path, name);
       if (value) out[name.slice(METADATA_PREFIX.length)] = utf8.decode(value);
     } catch {
       // unreadable or not UTF-8: skipped, as the reference does
@@ -41,19 +44,19 @@ export async function readMetadata(path: string): Promise<Record<string, string>
 export async function replaceMetadata(path: string, meta: Record<string, string>): Promise<boolean> {
   let names: string[];
   try {
-    names = await xattr.listAttributes(path);
+    names = await napi().listAttributes(path);
   } catch (err) {
     if (isUnsupported(err)) return false;
     throw err;
   }
   for (const name of names) {
     if (name.startsWith(METADATA_PREFIX) && !(name.slice(METADATA_PREFIX.length) in meta)) {
-      await xattr.removeAttribute(path, name).catch(() => undefined);
+      await napi().removeAttribute(path, name).catch(() => undefined);
     }
   }
   for (const [key, value] of Object.entries(meta)) {
     try {
-      await xattr.setAttribute(path, METADATA_PREFIX + key, value);
+      await napi().setAttribute(path, METADATA_PREFIX + key, value);
     } catch (err) {
       if (/ENOTSUP|EOPNOTSUPP|not supported/i.test(String((err as Error)?.message))) return false;
       throw err;
@@ -67,14 +70,14 @@ export function readMetadataSync(path: string): Record<string, string> {
   const out: Record<string, string> = {};
   let names: string[];
   try {
-    names = xattr.listAttributesSync(path);
+    names = napi().listAttributesSync(path);
   } catch {
     return out;
   }
   for (const name of names) {
     if (!name.startsWith(METADATA_PREFIX)) continue;
     try {
-      const value = xattr.getAttributeSync(path, name);
+      const value = napi().getAttributeSync(path, name);
       if (value) out[name.slice(METADATA_PREFIX.length)] = utf8.decode(value);
     } catch {
       // unreadable or not UTF-8: skipped, as the reference does

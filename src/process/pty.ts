@@ -1,5 +1,5 @@
 import { closeSync, constants, openSync } from "node:fs";
-import { spawn as spawnPty, type IPty } from "node-pty";
+import type { IPty } from "node-pty";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ChildIo } from "./child-io.js";
 import type { ProcessHandle } from "./handle.js";
@@ -7,6 +7,10 @@ import { signalName } from "./exit-status.js";
 import { PTY_CHUNK_BYTES } from "./limits.js";
 import { commandText, type SpawnPlan } from "./plan.js";
 import { execLine, type ExecTools } from "./wrapper.js";
+import { lazy } from "../lazy.js";
+
+// node-pty (and its native addon) is loaded by the first PTY start, not at start.
+const nodePty = lazy<typeof import("node-pty")>("node-pty", () => require("node-pty"));
 
 /**
  * Spawns a process on a new PTY of the requested size (node-pty makes it a session leader
@@ -19,7 +23,7 @@ export function spawnOnPty(plan: SpawnPlan, tools: ExecTools, handle: ProcessHan
   const line = execLine(plan.cmd, plan.args, plan.user, tools, plan.env.TERM === undefined);
   let term: IPty;
   try {
-    term = spawnPty(line.file, line.args, {
+    term = nodePty().spawn(line.file, line.args, {
       name: plan.env.TERM ?? "xterm",
       cols: size.cols,
       rows: size.rows,

@@ -1,0 +1,75 @@
+import { performance } from "node:perf_hooks";
+import type { Logger } from "../http/log.js";
+import { loadInotify } from "../filesystem/inotify.js";
+
+const MIB = 1024 * 1024;
+
+/**
+ * When to give freed C-heap memory back to the system: after the event loop has been quiet for
+ * `quietTicks` ticks in a row, if RSS stands more than `slackBytes` above the lowest RSS seen
+ * since the last trim. The floor follows RSS down (V8 shrinks its own heap when idle) and is
+ * reset after a trim, so memory that is really in use never triggers a trim loop.
+ */
+export class TrimPolicy {
+  private floor: number;
+  private quiet = 0;
+
+  constructor(
+    rss: number,
+    private readonly slackBytes = 16 * MIB,
+    private readonly quietTicks = 2,
+    private readonly quietUtilization = 0.02,
+  ) {
+    this.floor = rss;
+  }
+
+  /** One tick: event-loop utilisation over the interval that just ended, and RSS now. True when a trim is due. */
+  due(utilization: number, rss: number): boolean {
+    this.floor = Math.min(this.floor, rss);
+    this.quiet = utilization < this.quietUtilization ? this.quiet + 1 : 0;
+    return this.quiet >= this.quietTicks && rss > this.floor + this.slackBytes;
+  }
+
+  /** Records the RSS measured right after a trim. */
+  trimmed(rss: number): void {
+    this.floor = rss;
+    this.quiet = 0;
+  }
+}
+
+/** malloc_trim(0) from our addon, or undefined when the addon (or glibc) is not there. */
+function mallocTrim(): (() => boolean) | undefined {
+  try {
+    const addon = loadInotify() as unknown as { trimMalloc?: () => boolean };
+    return typeof addon.trimMalloc === "function" ? () => addon.trimMalloc!() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Checks once per `intervalMs` (an unref'd timer: it never keeps the daemon alive) whether a
+ * burst of work has gone quiet with RSS well above its floor, and then hands the C heap's free
+ * pages back (glibc keeps them mapped otherwise: tens of MiB after a few large transfers).
+ * The addon is loaded on the first trim, not at start. Returns a function that stops the checks.
+ */
+export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
+  const policy = new TrimPolicy(process.memoryUsage.rss());
+  let trim: (() => boolean) | undefined | null = null;
+  let last = performance.eventLoopUtilization();
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(now, last);
+    last = now;
+    const before = process.memoryUsage.rss();
+    if (!policy.due(utilization, before)) return;
+    if (trim === null) trim = mallocTrim();
+    if (!trim) return clearInterval(timer);
+    trim();
+    const after = process.memoryUsage.rss();
+    policy.trimmed(after);
+    log.debug({ rssMiB: Math.round(before / MIB), afterMiB: Math.round(after / MIB) }, "released free C heap memory");
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
