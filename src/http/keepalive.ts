@@ -12,8 +12,12 @@ export function keepaliveIntervalMs(header: string | null | undefined): number {
 
 /**
  * Yields everything `source` yields, plus `keepalive()` whenever `intervalMs` passes with
- * nothing sent (the timer restarts after every item). Ends when the source ends or `signal`
- * aborts; returning early closes the source (its `finally` blocks run).
+ * nothing sent while waiting on the source (the period restarts after every item). Ends when
+ * the source ends or `signal` aborts; returning early closes the source (its `finally`
+ * blocks run).
+ *
+ * Costs per item only one `then` on the source's promise and one wait: the stream has a
+ * single timer, re-armed lazily from the time of the last item, and a single abort listener.
  */
 export async function* withKeepalive<T>(
   source: AsyncIterable<T>,
@@ -23,6 +27,33 @@ export async function* withKeepalive<T>(
 ): AsyncGenerator<T> {
   const it = source[Symbol.asyncIterator]();
   let pending: Promise<IteratorResult<T>> | undefined;
+  // The source's settled result; taken (and cleared) by the loop, so no item outlives its turn.
+  let settled: { ok: IteratorResult<T> } | { err: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  let waiting = false;
+  let tickDue = false;
+  let lastSent = performance.now();
+  const onTimer = (): void => {
+    const idle = performance.now() - lastSent;
+    if (waiting && idle >= intervalMs - 1) {
+      tickDue = true;
+      wake?.();
+      timer = setTimeout(onTimer, intervalMs);
+    } else {
+      timer = setTimeout(onTimer, waiting ? intervalMs - idle : intervalMs);
+    }
+  };
+  let timer = setTimeout(onTimer, intervalMs);
+  const onAbort = (): void => wake?.();
+  signal.addEventListener("abort", onAbort, { once: true });
+  const onValue = (r: IteratorResult<T>): void => {
+    settled = { ok: r };
+    wake?.();
+  };
+  const onError = (e: unknown): void => {
+    settled = { err: e };
+    wake?.();
+  };
   try {
     for (;;) {
       if (signal.aborted) {
@@ -31,44 +62,38 @@ export async function* withKeepalive<T>(
         if (signal.reason instanceof ConnectError) throw signal.reason;
         return;
       }
-      const next = (pending ??= it.next());
-      // One-shot race per item: a long-lived promise raced on every turn would keep a reaction
-      // (holding each yielded item) alive for the whole stream, a leak as big as the stream.
-      const winner = await new Promise<IteratorResult<T> | "tick" | "abort">((resolve, reject) => {
-        const done = (): void => {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", onAbort);
-        };
-        const onAbort = (): void => {
-          done();
-          resolve("abort");
-        };
-        const timer = setTimeout(() => {
-          done();
-          resolve("tick");
-        }, intervalMs);
-        signal.addEventListener("abort", onAbort, { once: true });
-        next.then(
-          (r) => {
-            done();
-            resolve(r);
-          },
-          (e: unknown) => {
-            done();
-            reject(e);
-          },
-        );
-      });
-      if (winner === "abort") continue;
-      if (winner === "tick") {
-        yield keepalive();
+      if (!pending) {
+        pending = it.next();
+        pending.then(onValue, onError);
+      }
+      if (!settled && !tickDue) {
+        waiting = true;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        waiting = false;
+      }
+      const s = settled;
+      if (s) {
+        settled = undefined;
+        pending = undefined;
+        if ("err" in s) throw s.err;
+        if (s.ok.done) return;
+        tickDue = false;
+        lastSent = performance.now();
+        yield s.ok.value;
+        lastSent = performance.now();
         continue;
       }
-      pending = undefined;
-      if (winner.done) return;
-      yield winner.value;
+      if (tickDue) {
+        tickDue = false;
+        lastSent = performance.now();
+        yield keepalive();
+        lastSent = performance.now();
+      }
     }
   } finally {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort);
     // Not awaited: an async generator's return() queues behind a pending next(), so a source
     // blocked on input must watch `signal` itself to release its resources promptly.
     it.return?.()?.catch(() => undefined);
