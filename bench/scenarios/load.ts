@@ -71,9 +71,9 @@ export const load: Scenario = {
       const errors: string[] = [];
       const stop = new AbortController();
       let allStarted = Infinity;
-      const burstStart = epochNow();
       const samplers = { bin: sampler("binary"), json: sampler("json") };
       await Promise.all([samplers.bin.started(), samplers.json.started()]);
+      const burstStart = epochNow();
       // The old method, for comparison: a sampler sharing this (busy) thread's event loop.
       const sameThread = sampleStat(benchTransports(daemon.url).fs.binary, dir, 5, stop.signal);
       const cpu0 = cpuSeconds(daemon.pid);
