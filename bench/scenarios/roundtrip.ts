@@ -7,6 +7,7 @@ import { benchTransports } from "../lib/transports.js";
 import { localRun, startToEnd } from "../lib/process-stream.js";
 import { compared } from "../lib/rows.js";
 import { memStatus } from "../lib/procfs.js";
+import { startSpawnServer } from "../lib/spawn-server.js";
 import { interleave, median, mib, percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
@@ -70,8 +71,25 @@ export const roundtrip: Scenario = {
           http.get(`${daemon.url}/health`, { agent }, (res) => res.resume().on("end", resolve)).on("error", reject);
         });
       const h = await interleave(n, warm, health, spawnTrue);
-      agent.destroy();
       rows.push(row("GET /health round trip, keep-alive HTTP/1.1 (reference)", h.a, h.b, "spawn /bin/true", false));
+
+      // The floor of a remote command round trip: a bare Node HTTP server (its own process, like
+      // the daemon) spawning /bin/true as the daemon does for `user` (session, pipes, uid/gid) and
+      // answering at exit + both pipes' EOF. An HTTP round trip plus a spawn in another process,
+      // with nothing of envd: what no implementation of this RPC in Node can beat.
+      const floorServer = await startSpawnServer(user.uid, user.gid);
+      try {
+        const viaServer = () =>
+          new Promise<void>((resolve, reject) => {
+            http.get(`${floorServer.url}/run`, { agent }, (res) => res.resume().on("end", resolve)).on("error", reject);
+          });
+        const f = await interleave(n, warm, viaServer, spawnTrue);
+        rows.push(row("GET /run on a bare Node server spawning /bin/true as user, keep-alive HTTP/1.1 (floor, reference)", f.a, f.b, "spawn /bin/true", false));
+        rows[rows.length - 1].note += `; Connect binary is ${(median(bin.a) - median(f.a)).toFixed(2)} ms above this floor, JSON ${(median(json.a) - median(f.a)).toFixed(2)} ms`;
+      } finally {
+        await floorServer.stop();
+      }
+      agent.destroy();
 
       // What the daemon executes for this user (direct exec, or the sh → setpriv wrapper chain
       // when groups or priorities need it), spawned here the same way: the exec floor.

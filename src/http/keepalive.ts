@@ -10,10 +10,112 @@ export function keepaliveIntervalMs(header: string | null | undefined): number {
   return seconds * 1000;
 }
 
+/** What `KeepaliveReader.read()` returns when a keep-alive is due instead of an item. */
+export const TICK: unique symbol = Symbol("keepalive tick");
+
+/**
+ * Reads `source` one item at a time, reporting TICK whenever `intervalMs` passes with nothing
+ * read while waiting on the source (the period restarts after every item the caller took).
+ * For streams that loop over it inside their own generator, without a generator layer per
+ * stage. Costs per item one `then` on the source's promise and one wait: the reader has a
+ * single timer, re-armed lazily from the time of the last item, and a single abort listener.
+ * Call `close()` when done (it closes the source without waiting).
+ */
+export class KeepaliveReader<T> {
+  private readonly it: AsyncIterator<T>;
+  private pending: Promise<IteratorResult<T>> | undefined;
+  // The source's settled result; taken (and cleared) by read(), so no item outlives its turn.
+  private settled: { ok: IteratorResult<T> } | { err: unknown } | undefined;
+  private wake: (() => void) | undefined;
+  private waiting = false;
+  private tickDue = false;
+  private lastSent = performance.now();
+  private timer: NodeJS.Timeout;
+  private readonly onAbort = (): void => this.wake?.();
+  private readonly onValue = (r: IteratorResult<T>): void => {
+    this.settled = { ok: r };
+    this.wake?.();
+  };
+  private readonly onError = (e: unknown): void => {
+    this.settled = { err: e };
+    this.wake?.();
+  };
+
+  constructor(
+    source: AsyncIterable<T>,
+    private readonly intervalMs: number,
+    private readonly signal: AbortSignal,
+  ) {
+    this.it = source[Symbol.asyncIterator]();
+    this.timer = setTimeout(this.onTimer, intervalMs);
+    signal.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  /**
+   * The next item, TICK when a keep-alive is due, or done when the source ended or the client
+   * left (`signal` aborted). An abort whose reason is a ConnectError (shutdown, deadline) is
+   * thrown, so the stream ends with it and the client reads why; so are source errors.
+   */
+  async read(): Promise<IteratorResult<T> | typeof TICK> {
+    // The caller comes back for more once it sent the previous item: the period starts now.
+    this.lastSent = performance.now();
+    for (;;) {
+      if (this.signal.aborted) {
+        if (this.signal.reason instanceof ConnectError) throw this.signal.reason;
+        return { value: undefined, done: true };
+      }
+      if (!this.pending) {
+        this.pending = this.it.next();
+        this.pending.then(this.onValue, this.onError);
+      }
+      if (!this.settled && !this.tickDue) {
+        this.waiting = true;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = undefined;
+        this.waiting = false;
+      }
+      const s = this.settled;
+      if (s) {
+        this.settled = undefined;
+        this.pending = undefined;
+        if ("err" in s) throw s.err;
+        this.tickDue = false;
+        return s.ok;
+      }
+      if (this.tickDue) {
+        this.tickDue = false;
+        return TICK;
+      }
+    }
+  }
+
+  /** Stops the timer and the abort listener and closes the source (not awaited). */
+  close(): void {
+    clearTimeout(this.timer);
+    this.signal.removeEventListener("abort", this.onAbort);
+    // Not awaited: an async generator's return() queues behind a pending next(), so a source
+    // blocked on input must watch `signal` itself to release its resources promptly.
+    this.it.return?.()?.catch(() => undefined);
+  }
+
+  private readonly onTimer = (): void => {
+    const idle = performance.now() - this.lastSent;
+    if (this.waiting && idle >= this.intervalMs - 1) {
+      this.tickDue = true;
+      this.wake?.();
+      this.timer = setTimeout(this.onTimer, this.intervalMs);
+    } else {
+      // Not waiting means the caller still holds the last item: count from when it comes back.
+      this.timer = setTimeout(this.onTimer, this.waiting ? this.intervalMs - idle : this.intervalMs);
+    }
+  };
+}
+
 /**
  * Yields everything `source` yields, plus `keepalive()` whenever `intervalMs` passes with
- * nothing sent (the timer restarts after every item). Ends when the source ends or `signal`
- * aborts; returning early closes the source (its `finally` blocks run).
+ * nothing sent while waiting on the source (the period restarts after every item). Ends when
+ * the source ends or `signal` aborts; returning early closes the source (its `finally`
+ * blocks run). See KeepaliveReader.
  */
 export async function* withKeepalive<T>(
   source: AsyncIterable<T>,
@@ -21,56 +123,18 @@ export async function* withKeepalive<T>(
   keepalive: () => T,
   signal: AbortSignal,
 ): AsyncGenerator<T> {
-  const it = source[Symbol.asyncIterator]();
-  let pending: Promise<IteratorResult<T>> | undefined;
+  const reader = new KeepaliveReader(source, intervalMs, signal);
   try {
     for (;;) {
-      if (signal.aborted) {
-        // A shutdown or deadline aborts with a ConnectError: end the stream with it, so the
-        // client reads why; any other abort means the client left and nobody is listening.
-        if (signal.reason instanceof ConnectError) throw signal.reason;
-        return;
-      }
-      const next = (pending ??= it.next());
-      // One-shot race per item: a long-lived promise raced on every turn would keep a reaction
-      // (holding each yielded item) alive for the whole stream, a leak as big as the stream.
-      const winner = await new Promise<IteratorResult<T> | "tick" | "abort">((resolve, reject) => {
-        const done = (): void => {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", onAbort);
-        };
-        const onAbort = (): void => {
-          done();
-          resolve("abort");
-        };
-        const timer = setTimeout(() => {
-          done();
-          resolve("tick");
-        }, intervalMs);
-        signal.addEventListener("abort", onAbort, { once: true });
-        next.then(
-          (r) => {
-            done();
-            resolve(r);
-          },
-          (e: unknown) => {
-            done();
-            reject(e);
-          },
-        );
-      });
-      if (winner === "abort") continue;
-      if (winner === "tick") {
+      const r = await reader.read();
+      if (r === TICK) {
         yield keepalive();
         continue;
       }
-      pending = undefined;
-      if (winner.done) return;
-      yield winner.value;
+      if (r.done) return;
+      yield r.value;
     }
   } finally {
-    // Not awaited: an async generator's return() queues behind a pending next(), so a source
-    // blocked on input must watch `signal` itself to release its resources promptly.
-    it.return?.()?.catch(() => undefined);
+    reader.close();
   }
 }

@@ -10,6 +10,13 @@ import { OUTPUT_LIMITS } from "./limits.js";
 /** After the main process exits, how long output may still flow before the end event is sent anyway. */
 export const EXIT_GRACE_MS = 300;
 
+/**
+ * Output that may still arrive after the exit while the grace is being confirmed. A process
+ * that exited leaves at most its pipes' capacity unread (≤ 1 MiB each by default); more means
+ * someone else (a grandchild) is writing, and the grace then runs out regardless.
+ */
+export const EXIT_DRAIN_BYTES = 4 * 1024 * 1024;
+
 /** How long SendSignal waits for the signalled process to be reaped. */
 const REAP_WAIT_MS = 2000;
 
@@ -18,7 +25,9 @@ const REAP_WAIT_MS = 2000;
  * signals, and the end event. The end event is sent once the process exited and its
  * output reached EOF, or once output has flowed for EXIT_GRACE_MS after the exit (so a
  * grandchild holding the pipes open cannot hold it forever; its later output is drained
- * and dropped, never left to block it).
+ * and dropped, never left to block it). An expired grace is only acted on after the loop
+ * has polled for I/O and found no new output (see graceExpired), so a busy daemon never
+ * cuts the last output of a process whose pipes it simply had not read yet.
  */
 export class ProcessHandle {
   /** Every subscriber's view of the output, ending with the end event. */
@@ -31,6 +40,9 @@ export class ProcessHandle {
   private graceTimer: NodeJS.Timeout | undefined;
   private graceLeft = EXIT_GRACE_MS;
   private graceStart = 0;
+  private confirming: NodeJS.Immediate | undefined;
+  private reads = 0;
+  private bytesAfterExit = 0;
   private lifetimeTimer: NodeJS.Timeout | undefined;
   private endCallbacks: ((end: EndFields) => void)[] = [];
   private endResult: EndFields | undefined;
@@ -65,9 +77,16 @@ export class ProcessHandle {
     else this.endCallbacks.push(cb);
   }
 
+  /** Output was read from the process (before any coalescing); `data` delivers it later. */
+  arrived(bytes: number): void {
+    this.reads++;
+    if (this.exitInfo) this.bytesAfterExit += bytes;
+  }
+
   /** Output from the process: fanned out in chunks of at most `maxChunk` bytes. */
   data(kind: OutputKind, bytes: Buffer, maxChunk: number): void {
     if (this.endResult) return;
+    this.reads++;
     for (let off = 0; off < bytes.length; off += maxChunk) {
       this.output.publish(dataEvent(kind, bytes.subarray(off, off + maxChunk)));
     }
@@ -173,6 +192,7 @@ export class ProcessHandle {
   release(): void {
     clearTimeout(this.lifetimeTimer);
     clearTimeout(this.graceTimer);
+    clearImmediate(this.confirming);
     this.io?.release();
   }
 
@@ -199,14 +219,36 @@ export class ProcessHandle {
     if (!this.exitInfo || this.endResult) return;
     if (this.openOutputs === 0) return this.finish();
     // Grace time only runs while we read: a paused reader is waiting on a subscriber, not a grandchild.
-    if (this.paused || this.graceTimer) return;
+    if (this.paused || this.graceTimer || this.confirming) return;
     this.graceStart = Date.now();
-    this.graceTimer = setTimeout(() => this.finish(), Math.max(0, this.graceLeft));
+    this.graceTimer = setTimeout(() => this.graceExpired(), Math.max(0, this.graceLeft));
+  }
+
+  /**
+   * The grace ran out. Timers run before the loop polls for I/O, so after a long turn output
+   * already waiting in a pipe has not been read yet: decide after the next poll (in the check
+   * phase), and keep waiting while each poll still brings output, up to EXIT_DRAIN_BYTES.
+   */
+  private graceExpired(): void {
+    this.graceTimer = undefined;
+    this.graceLeft = 0;
+    this.confirmAfterPoll(this.reads);
+  }
+
+  private confirmAfterPoll(seen: number): void {
+    this.confirming = setImmediate(() => {
+      this.confirming = undefined;
+      // Paused: resuming calls maybeFinish, which confirms again after the reader ran.
+      if (this.endResult || this.paused) return;
+      if (this.reads !== seen && this.bytesAfterExit <= EXIT_DRAIN_BYTES) return this.confirmAfterPoll(this.reads);
+      this.finish();
+    });
   }
 
   private finish(): void {
     if (this.endResult || !this.exitInfo) return;
     clearTimeout(this.graceTimer);
+    clearImmediate(this.confirming);
     this.endResult = endFields(this.exitInfo);
     this.output.close(endEvent(this.endResult));
     // Keep draining (and dropping) what lingering children write, so they never block on a full pipe.

@@ -80,6 +80,7 @@ function watchOutput(stream: Readable | null, kind: "stdout" | "stderr", handle:
     handle.data(kind, bytes, PIPE_CHUNK_BYTES);
   };
   stream.on("data", (chunk: Buffer) => {
+    handle.arrived(chunk.length);
     pending.push(chunk);
     if (!scheduled) {
       scheduled = true;

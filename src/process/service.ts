@@ -26,24 +26,26 @@ export function createProcessService(deps: Deps): ServiceImpl<typeof Process> & 
       return { processes };
     },
 
-    async *start(req, ctx) {
-      const receivedAt = Date.now();
-      const user = requestUser(ctx, deps);
-      const spawnPlan = await plan(req, {
-        user,
-        injectedEnv: deps.state.envs.all(),
-        defaultWorkdir: deps.state.defaultWorkdir,
-        timeoutHeader: ctx.requestHeader.get("connect-timeout-ms"),
-        path,
-      });
-      const { handle, events } = await startProcess(req, spawnPlan, tools, registry, receivedAt);
-      deps.log.debug({ pid: handle.pid, pty: handle.isPty, tag: handle.tag }, "process started");
-      yield* processEvents(handle.pid, events, ctx);
+    start(req, ctx) {
+      const open = async () => {
+        const receivedAt = Date.now();
+        const user = requestUser(ctx, deps);
+        const spawnPlan = await plan(req, {
+          user,
+          injectedEnv: deps.state.envs.all(),
+          defaultWorkdir: deps.state.defaultWorkdir,
+          timeoutHeader: ctx.requestHeader.get("connect-timeout-ms"),
+          path,
+        });
+        const { handle, events } = await startProcess(req, spawnPlan, tools, registry, receivedAt);
+        deps.log.debug({ pid: handle.pid, pty: handle.isPty, tag: handle.tag }, "process started");
+        return { pid: handle.pid, events };
+      };
+      return processEvents(open, ctx);
     },
 
-    async *connect(req, ctx) {
-      const { pid, events } = eventsOf(registry.find(req.process));
-      yield* processEvents(pid, events, ctx);
+    connect(req, ctx) {
+      return processEvents(() => eventsOf(registry.find(req.process)), ctx);
     },
 
     async sendInput(req) {

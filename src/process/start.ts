@@ -4,6 +4,7 @@ import { spawnPiped } from "./pipes.js";
 import type { SpawnPlan } from "./plan.js";
 import { spawnOnPty } from "./pty.js";
 import type { ProcessRegistry } from "./registry.js";
+import { spawnTurn } from "./spawn-turn.js";
 import type { ExecTools } from "./wrapper.js";
 
 /** A freshly started process and the Start caller's subscription to it (taken before the spawn). */
@@ -13,9 +14,9 @@ export interface Started {
 }
 
 /**
- * Spawns the planned process: subscribes the caller first so no output is missed, spawns
- * on pipes or a PTY, registers it, and arms the Connect-Timeout-Ms lifetime measured from
- * `receivedAt`.
+ * Spawns the planned process in its own turn of the event loop (see spawnTurn): subscribes
+ * the caller first so no output is missed, spawns on pipes or a PTY, registers it, and arms
+ * the Connect-Timeout-Ms lifetime measured from `receivedAt`.
  */
 export async function startProcess(
   req: StartRequest,
@@ -24,6 +25,8 @@ export async function startProcess(
   registry: ProcessRegistry,
   receivedAt: number,
 ): Promise<Started> {
+  registry.checkCapacity();
+  await spawnTurn();
   registry.checkCapacity();
   const config = req.process!;
   const handle = new ProcessHandle(

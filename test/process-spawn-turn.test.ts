@@ -1,0 +1,35 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { SPAWN_BUDGET_MS, spawnTurn } from "../src/process/spawn-turn.js";
+
+function busyWait(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // a spawn blocking the loop until the child exec'd
+  }
+}
+
+test("spawnTurn: every caller gets its turn, in order, and other I/O runs between the turns of a burst", async () => {
+  const order: number[] = [];
+  let otherWorkRanAt = -1;
+  // Other requests' work, ready while the burst waits.
+  setImmediate(() => setImmediate(() => (otherWorkRanAt = order.length)));
+  const spawnMs = SPAWN_BUDGET_MS / 2 + 1;
+  await Promise.all(
+    Array.from({ length: 20 }, async (_, i) => {
+      await spawnTurn();
+      busyWait(spawnMs);
+      order.push(i);
+    }),
+  );
+  assert.deepEqual(order, Array.from({ length: 20 }, (_, i) => i));
+  assert.ok(otherWorkRanAt > 0 && otherWorkRanAt < 20, `other work ran after ${otherWorkRanAt} of 20 spawns`);
+});
+
+test("spawnTurn: a lone caller waits no more than one turn", async () => {
+  const t0 = performance.now();
+  await spawnTurn();
+  assert.ok(performance.now() - t0 < 50);
+  // and the gate re-arms for later callers
+  await spawnTurn();
+});
