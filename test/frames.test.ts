@@ -6,6 +6,7 @@ import { create, toBinary, toJsonString, type DescMessage } from "@bufbuild/prot
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { ConnectResponseSchema, StartResponseSchema } from "../src/gen/process/process_pb.js";
 import { processEventFrame } from "../src/process/frames.js";
+import { chunkedDataEvent, eventSize } from "../src/process/events.js";
 import { startDaemon } from "./helpers/daemon.js";
 
 const KINDS = ["stdout", "stderr", "pty"] as const;
@@ -37,6 +38,27 @@ for (const schema of [StartResponseSchema, ConnectResponseSchema] as DescMessage
     }
   });
 }
+
+test("an event over several reads: frames reference each read, protobuf-es sees the joined bytes", () => {
+  for (const sizes of [[1, 2, 3], [65_536, 65_536, 1], [10_000, 7_000], [0, 5]]) {
+    const reads = sizes.map((n) => randomBytes(n));
+    const total = sizes.reduce((a, b) => a + b, 0);
+    const joinedBytes = Buffer.concat(reads);
+    const event = chunkedDataEvent("stderr", reads, total);
+    assert.equal(eventSize(event), 64 + total, `${sizes}: size without joining`);
+    for (const schema of [StartResponseSchema, ConnectResponseSchema]) {
+      const msg = create(schema, { event });
+      const plain = create(schema, { event: { event: { case: "data", value: { output: { case: "stderr", value: joinedBytes } } } } });
+      const bin = processEventFrame(msg, true)!;
+      if (total > 16_384) assert.ok(reads.every((r) => bin.includes(r)), `${sizes}: every read passed by reference`);
+      assert.deepEqual(joined(bin), Buffer.from(encodeEnvelope(0, toBinary(schema, plain))), `${sizes}: binary frame`);
+      // The generic paths (gRPC, compressed, JSON) read output.value: the joined payload.
+      assert.deepEqual(Buffer.from(toBinary(schema, msg)), Buffer.from(toBinary(schema, plain)), `${sizes}: toBinary`);
+      assert.equal(toJsonString(schema, msg), toJsonString(schema, plain), `${sizes}: toJsonString`);
+      assert.deepEqual(joined(processEventFrame(msg, false)!), joined(processEventFrame(plain, false)!), `${sizes}: JSON frame`);
+    }
+  }
+});
 
 test("only data events take the hand-written path", () => {
   const events = [

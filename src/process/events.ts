@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { ProcessEventSchema, type ProcessEvent } from "../gen/process/process_pb.js";
+import { ProcessEvent_DataEventSchema, ProcessEventSchema, type ProcessEvent, type ProcessEvent_DataEvent } from "../gen/process/process_pb.js";
 import type { EndFields } from "./exit-status.js";
 
 /** Which output a data event carries. */
@@ -15,6 +15,36 @@ export function dataEvent(kind: OutputKind, bytes: Uint8Array): ProcessEvent {
   return create(ProcessEventSchema, { event: { case: "data", value: { output: { case: kind, value: bytes } } } });
 }
 
+/** The separate reads a coalesced data event was built from (see chunkedDataEvent). */
+const CHUNKS = Symbol("envd.output.chunks");
+
+type Chunked = ProcessEvent_DataEvent & { [CHUNKS]?: { chunks: readonly Uint8Array[]; length: number } };
+
+/**
+ * `data{…}` over several reads without joining them: the hand-written frame writer sends the
+ * reads as they are, and the payload is joined (once) only if something reads `output.value`
+ * (protobuf-es for gRPC, compressed or JSON responses). Joining every coalesced event doubled
+ * the bytes allocated per output byte, and with them V8's full collections.
+ */
+export function chunkedDataEvent(kind: OutputKind, chunks: readonly Uint8Array[], length: number): ProcessEvent {
+  if (chunks.length === 1) return dataEvent(kind, chunks[0]);
+  const data: Chunked = create(ProcessEvent_DataEventSchema);
+  let joined: Uint8Array | undefined;
+  data.output = {
+    case: kind,
+    get value(): Uint8Array {
+      return (joined ??= Buffer.concat(chunks, length));
+    },
+  } as ProcessEvent_DataEvent["output"];
+  data[CHUNKS] = { chunks, length };
+  return create(ProcessEventSchema, { event: { case: "data", value: data } });
+}
+
+/** The reads behind a data event built by chunkedDataEvent, if it was. */
+export function chunksOf(data: ProcessEvent_DataEvent): { chunks: readonly Uint8Array[]; length: number } | undefined {
+  return (data as Chunked)[CHUNKS];
+}
+
 /** `end{exitCode, exited, status, error?}`. */
 export function endEvent(fields: EndFields): ProcessEvent {
   return create(ProcessEventSchema, { event: { case: "end", value: fields } });
@@ -28,5 +58,6 @@ export function keepaliveEvent(): ProcessEvent {
 /** Bytes an event holds in a subscriber's queue (payload plus a fixed overhead). */
 export function eventSize(ev: ProcessEvent): number {
   const e = ev.event;
-  return 64 + (e.case === "data" ? e.value.output.value?.byteLength ?? 0 : 0);
+  if (e.case !== "data") return 64;
+  return 64 + (chunksOf(e.value)?.length ?? e.value.output.value?.byteLength ?? 0);
 }

@@ -1,4 +1,5 @@
 import type { ProcessEvent } from "../gen/process/process_pb.js";
+import { chunksOf } from "./events.js";
 
 /**
  * Hand-written Connect stream frames for output events, the one message that carries bulk
@@ -23,11 +24,13 @@ export function processEventFrame(message: unknown, binary: boolean): Uint8Array
   if (event?.case !== "data") return undefined;
   const output = event.value.output;
   if (output.case === undefined) return undefined;
-  return binary ? binaryFrame(FIELD_NO[output.case], output.value) : jsonFrame(output.case, output.value);
+  if (!binary) return jsonFrame(output.case, output.value);
+  const parts = chunksOf(event.value);
+  return parts ? binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length) : binaryFrame(FIELD_NO[output.case], [output.value], output.value.byteLength);
 }
 
-function binaryFrame(fieldNo: number, payload: Uint8Array): Uint8Array[] {
-  const n = payload.byteLength;
+/** One frame over the payload `chunks` (n bytes in all), which are referenced, not copied, unless small. */
+function binaryFrame(fieldNo: number, chunks: readonly Uint8Array[], n: number): Uint8Array[] {
   const dataLen = 1 + varintSize(n) + n;
   const eventLen = 1 + varintSize(dataLen) + dataLen;
   const messageLen = 1 + varintSize(eventLen) + eventLen;
@@ -43,8 +46,11 @@ function binaryFrame(fieldNo: number, payload: Uint8Array): Uint8Array[] {
   pos = writeVarint(buf, pos, dataLen);
   buf[pos++] = (fieldNo << 3) | 2; // DataEvent.<kind>, length-delimited
   pos = writeVarint(buf, pos, n);
-  if (!inline) return [buf, payload];
-  buf.set(payload, pos);
+  if (!inline) return [buf, ...chunks];
+  for (const c of chunks) {
+    buf.set(c, pos);
+    pos += c.byteLength;
+  }
   return [buf];
 }
 

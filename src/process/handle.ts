@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ProcessConfig, ProcessEvent } from "../gen/process/process_pb.js";
 import { Broadcast } from "./broadcast.js";
-import { dataEvent, endEvent, eventSize, type OutputKind } from "./events.js";
+import { chunkedDataEvent, dataEvent, endEvent, eventSize, type OutputKind } from "./events.js";
 import { endFields, type EndFields, type ExitInfo } from "./exit-status.js";
 import { signalTree } from "./tree.js";
 import type { ChildIo } from "./child-io.js";
@@ -83,13 +83,32 @@ export class ProcessHandle {
     if (this.exitInfo) this.bytesAfterExit += bytes;
   }
 
-  /** Output from the process: fanned out in chunks of at most `maxChunk` bytes. */
-  data(kind: OutputKind, bytes: Buffer, maxChunk: number): void {
+  /**
+   * Output from the process (one read, or several in arrival order): fanned out as events of
+   * at most `maxChunk` bytes; reads are grouped whole into events, never copied together.
+   */
+  data(kind: OutputKind, reads: Buffer | readonly Buffer[], maxChunk: number): void {
     if (this.endResult) return;
     this.reads++;
-    for (let off = 0; off < bytes.length; off += maxChunk) {
-      this.output.publish(dataEvent(kind, bytes.subarray(off, off + maxChunk)));
+    let group: Buffer[] = [];
+    let size = 0;
+    const flush = (): void => {
+      if (size > 0) this.output.publish(chunkedDataEvent(kind, group, size));
+      group = [];
+      size = 0;
+    };
+    for (const read of Buffer.isBuffer(reads) ? [reads] : reads) {
+      if (size + read.length > maxChunk) flush();
+      for (let off = 0; off < read.length; off += maxChunk) {
+        const piece = off === 0 && read.length <= maxChunk ? read : read.subarray(off, off + maxChunk);
+        if (piece.length === maxChunk) this.output.publish(dataEvent(kind, piece));
+        else {
+          group.push(piece);
+          size += piece.length;
+        }
+      }
     }
+    flush();
     if (!this.paused && this.output.saturated) this.setPaused(true);
   }
 

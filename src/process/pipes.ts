@@ -75,9 +75,9 @@ function watchOutput(stream: Readable | null, kind: "stdout" | "stderr", handle:
   const flush = (): void => {
     scheduled = false;
     if (pending.length === 0) return;
-    const bytes = pending.length === 1 ? pending[0] : Buffer.concat(pending);
+    const reads = pending;
     pending = [];
-    handle.data(kind, bytes, PIPE_CHUNK_BYTES);
+    handle.data(kind, reads, PIPE_CHUNK_BYTES);
   };
   stream.on("data", (chunk: Buffer) => {
     handle.arrived(chunk.length);
