@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { setMaxListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Config } from "./config.js";
 import type { Deps } from "./deps.js";
@@ -41,6 +42,8 @@ export async function startApp(config: Config, version: string): Promise<App> {
   const fs = createFilesystemService(deps);
   const proc = createProcessService(deps);
   const shutdown = new AbortController();
+  // Every open RPC links its own signal to this one: thousands of listeners are expected.
+  setMaxListeners(0, shutdown.signal);
   const handler = createHandler({
     deps,
     shutdownSignal: shutdown.signal,

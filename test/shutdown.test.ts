@@ -50,3 +50,19 @@ test("idle keep-alive connections do not delay shutdown", async () => {
   assert.equal(await d.stop(), 0);
   assert.ok(Date.now() - t0 < 1500, `stop took ${Date.now() - t0} ms`);
 });
+
+test("dozens of open streams, all linked to the shutdown signal, raise no listener-leak warning", async () => {
+  const d = await startDaemon();
+  try {
+    const c = clients(d.url);
+    const controller = new AbortController();
+    const its = Array.from({ length: 30 }, () => c.proc.binary.start({ process: { cmd: "/bin/sleep", args: ["30"] } }, { signal: controller.signal })[Symbol.asyncIterator]());
+    for (const it of its) assert.equal((await it.next()).value?.event?.event.case, "start");
+    controller.abort();
+    await Promise.all(its.map((it) => it.next().catch(() => undefined)));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.doesNotMatch(d.logs(), /MaxListenersExceeded/);
+  } finally {
+    await d.stop();
+  }
+});
