@@ -40,7 +40,7 @@ for (const schema of [StartResponseSchema, ConnectResponseSchema] as DescMessage
 }
 
 test("an event over several reads: frames reference each read, protobuf-es sees the joined bytes", () => {
-  for (const sizes of [[1, 2, 3], [65_536, 65_536, 1], [10_000, 7_000], [0, 5]]) {
+  for (const sizes of [[1, 2, 3], [65_536, 65_536, 1], [10_000, 7_000], [0, 5], [1, 1, 1, 1], [2, 2, 2], [1, 65_537, 2, 4]]) {
     const reads = sizes.map((n) => randomBytes(n));
     const total = sizes.reduce((a, b) => a + b, 0);
     const joinedBytes = Buffer.concat(reads);

@@ -24,9 +24,9 @@ export function processEventFrame(message: unknown, binary: boolean): Uint8Array
   if (event?.case !== "data") return undefined;
   const output = event.value.output;
   if (output.case === undefined) return undefined;
-  if (!binary) return jsonFrame(output.case, output.value);
-  const parts = chunksOf(event.value);
-  return parts ? binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length) : binaryFrame(FIELD_NO[output.case], [output.value], output.value.byteLength);
+  // Reading output.value of a chunked event would join its reads: take them as they are.
+  const parts = chunksOf(event.value) ?? { chunks: [output.value], length: output.value.byteLength };
+  return binary ? binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length) : jsonFrame(output.case, parts.chunks, parts.length);
 }
 
 /** One frame over the payload `chunks` (n bytes in all), which are referenced, not copied, unless small. */
@@ -54,18 +54,41 @@ function binaryFrame(fieldNo: number, chunks: readonly Uint8Array[], n: number):
   return [buf];
 }
 
-function jsonFrame(kind: keyof typeof FIELD_NO, payload: Uint8Array): Uint8Array[] {
-  const b64 = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString("base64");
+/** `{"event":{"data":{"<kind>":"<base64>"}}}` in one buffer, the base64 written read by read. */
+function jsonFrame(kind: keyof typeof FIELD_NO, chunks: readonly Uint8Array[], n: number): Uint8Array[] {
   const head = `{"event":{"data":{"${kind}":"`;
   const tail = `"}}}`;
-  const messageLen = head.length + b64.length + tail.length;
+  const messageLen = head.length + 4 * Math.ceil(n / 3) + tail.length;
   const buf = Buffer.allocUnsafe(5 + messageLen);
   buf[0] = 0;
   buf.writeUInt32BE(messageLen, 1);
   let pos = 5 + buf.write(head, 5, "latin1");
-  pos += buf.write(b64, pos, "latin1");
+  pos = writeBase64(buf, pos, chunks);
   buf.write(tail, pos, "latin1");
   return [buf];
+}
+
+/**
+ * Writes the base64 of the concatenated `chunks` at `pos` without joining them: each read is
+ * encoded in whole 3-byte groups, and a group split across two reads is encoded on its own.
+ */
+function writeBase64(buf: Buffer, pos: number, chunks: readonly Uint8Array[]): number {
+  let carry: number[] = [];
+  for (const chunk of chunks) {
+    const c = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let start = 0;
+    if (carry.length > 0) {
+      while (carry.length < 3 && start < c.length) carry.push(c[start++]);
+      if (carry.length < 3) continue;
+      pos += buf.write(Buffer.from(carry).toString("base64"), pos, "latin1");
+      carry = [];
+    }
+    const end = start + (c.length - start) - ((c.length - start) % 3);
+    if (end > start) pos += buf.write(c.toString("base64", start, end), pos, "latin1");
+    for (let i = end; i < c.length; i++) carry.push(c[i]);
+  }
+  if (carry.length > 0) pos += buf.write(Buffer.from(carry).toString("base64"), pos, "latin1");
+  return pos;
 }
 
 function varintSize(n: number): number {
