@@ -4,7 +4,7 @@
 // does) pays at least this: the 4/3 inflation and an encode plus a decode per byte, on the same
 // two cores as the client. Run directly, this file is the server and prints its port.
 import { spawn } from "node:child_process";
-import { once } from "node:events";
+import { startServerProcess, type ServerProcess } from "./server-process.js";
 import http from "node:http";
 import { fileURLToPath } from "node:url";
 
@@ -22,18 +22,8 @@ function serve(res: http.ServerResponse, size: string): void {
 }
 
 /** Starts the ceiling server as a child process; resolves with its URL and a stop function. */
-export async function startBase64Ceiling(): Promise<{ url: string; stop(): Promise<void> }> {
-  const proc = spawn(process.execPath, [fileURLToPath(import.meta.url)], { stdio: ["ignore", "pipe", "inherit"] });
-  const [chunk] = (await once(proc.stdout!, "data")) as [Buffer];
-  return {
-    url: `http://127.0.0.1:${Number(chunk.toString().trim())}`,
-    async stop() {
-      if (proc.exitCode === null) {
-        proc.kill("SIGTERM");
-        await once(proc, "exit");
-      }
-    },
-  };
+export function startBase64Ceiling(): Promise<ServerProcess> {
+  return startServerProcess(fileURLToPath(import.meta.url));
 }
 
 /** Reads the ceiling stream, decoding every line; resolves with the decoded byte count. */

@@ -2,10 +2,10 @@
 // way the daemon does (own session, stdout/stderr pipes, as uid/gid given on the command line),
 // waits for its exit and both pipes' EOF, and answers with the exit code. No RPC framework, no
 // streaming, no envd. Run as its own process (like the daemon), it prints its port on stdout.
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import http from "node:http";
-import { once } from "node:events";
 import { fileURLToPath } from "node:url";
+import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 function run(uid: number | undefined, gid: number | undefined): Promise<number | null> {
   return new Promise((resolve, reject) => {
@@ -46,29 +46,11 @@ function serve(): void {
 }
 
 /** A running spawn server. */
-export interface SpawnServer {
-  url: string;
-  proc: ChildProcess;
-  stop(): Promise<void>;
-}
+export type SpawnServer = ServerProcess;
 
 /** Starts this file as a separate Node process spawning as `uid`/`gid` (same Node as the daemon). */
-export async function startSpawnServer(uid?: number, gid?: number): Promise<SpawnServer> {
-  const args = [fileURLToPath(import.meta.url), ...(uid === undefined ? [] : [String(uid), String(gid ?? uid)])];
-  const proc = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
-  const [chunk] = (await once(proc.stdout!, "data")) as [Buffer];
-  const port = Number(chunk.toString().trim());
-  if (!port) throw new Error("spawn server did not report a port");
-  return {
-    url: `http://127.0.0.1:${port}`,
-    proc,
-    async stop() {
-      if (proc.exitCode === null) {
-        proc.kill("SIGTERM");
-        await once(proc, "exit");
-      }
-    },
-  };
+export function startSpawnServer(uid?: number, gid?: number): Promise<SpawnServer> {
+  return startServerProcess(fileURLToPath(import.meta.url), uid === undefined ? [] : [String(uid), String(gid ?? uid)]);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) serve();
