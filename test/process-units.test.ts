@@ -166,3 +166,18 @@ test("a subscription lets go of every item it handed out (no delivered output st
   assert.ok(alive <= 1, `${alive} of 100 taken items are still reachable`);
   await sub.return();
 });
+
+test("registry: a reserved slot counts against the limit until released (a burst of Starts cannot overshoot)", () => {
+  const r = new ProcessRegistry(2);
+  const a = r.reserve();
+  const b = r.reserve();
+  assert.throws(() => r.reserve(), (e: unknown) => e instanceof ConnectError && e.code === Code.ResourceExhausted);
+  a();
+  a(); // releasing twice frees one slot only
+  const c = r.reserve();
+  assert.throws(() => r.checkCapacity(), (e: unknown) => e instanceof ConnectError && e.code === Code.ResourceExhausted);
+  b();
+  c();
+  r.checkCapacity();
+  r.close();
+});

@@ -22,6 +22,8 @@ export type Found = { live: ProcessHandle } | { exit: RetainedExit };
 export class ProcessRegistry {
   private readonly live = new Map<number, ProcessHandle>();
   private readonly exits = new Map<number, RetainedExit>();
+  /** Starts holding a slot (see reserve) that are not in `live` yet. */
+  private starting = 0;
 
   constructor(
     private readonly maxLive: number,
@@ -30,9 +32,24 @@ export class ProcessRegistry {
 
   /** Throws resource_exhausted when the live-process limit is reached. */
   checkCapacity(): void {
-    if (this.live.size >= this.maxLive) {
+    if (this.live.size + this.starting >= this.maxLive) {
       throw new ConnectError(`too many processes: the limit of ${this.maxLive} live processes is reached`, Code.ResourceExhausted);
     }
+  }
+
+  /**
+   * Holds a slot for a Start that is about to spawn (throws resource_exhausted when none is
+   * left); the slot counts until the returned release is called, after `add` or on failure.
+   * Starts wait for their spawn turn, so checking without holding would let a burst through.
+   */
+  reserve(): () => void {
+    this.checkCapacity();
+    this.starting++;
+    let held = true;
+    return () => {
+      if (held) this.starting--;
+      held = false;
+    };
   }
 
   /** Adds a spawned process; it leaves the table when its end event was sent. */

@@ -25,9 +25,22 @@ export async function startProcess(
   registry: ProcessRegistry,
   receivedAt: number,
 ): Promise<Started> {
-  registry.checkCapacity();
-  await spawnTurn();
-  registry.checkCapacity();
+  const release = registry.reserve();
+  try {
+    await spawnTurn();
+    return await spawnAndRegister(req, plan, tools, registry, receivedAt);
+  } finally {
+    release();
+  }
+}
+
+async function spawnAndRegister(
+  req: StartRequest,
+  plan: SpawnPlan,
+  tools: ExecTools,
+  registry: ProcessRegistry,
+  receivedAt: number,
+): Promise<Started> {
   const config = req.process!;
   const handle = new ProcessHandle(
     { ...config, args: [...config.args], envs: { ...config.envs } },
