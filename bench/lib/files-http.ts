@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream, openAsBlob } from "node:fs";
 import { once } from "node:events";
@@ -8,6 +7,7 @@ import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { createGunzip, createGzip } from "node:zlib";
 import { NotAvailable, require2xx } from "./available.js";
+import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 /** A way to send a file body: raw, multipart form, or raw with Content-Encoding: gzip. */
 export type UploadMode = "octet" | "multipart" | "gzip";
@@ -98,27 +98,10 @@ export function httpCount(url: string): Promise<number> {
 }
 
 /** The baseline server process and its base URL. */
-export interface RawServer {
-  url: string;
-  proc: ChildProcess;
-  stop(): Promise<void>;
-}
+export type RawServer = ServerProcess;
 
 /** Starts bench/lib/raw-server.js as a separate Node process (same Node as the daemon). */
-export async function startRawServer(): Promise<RawServer> {
-  const script = join(fileURLToPath(new URL(".", import.meta.url)), "raw-server.js");
-  const proc = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] });
-  const [chunk] = (await once(proc.stdout!, "data")) as [Buffer];
-  const port = Number(chunk.toString().trim());
-  if (!port) throw new Error("raw server did not report a port");
-  return {
-    url: `http://127.0.0.1:${port}`,
-    proc,
-    async stop() {
-      if (proc.exitCode === null) {
-        proc.kill("SIGTERM");
-        await once(proc, "exit");
-      }
-    },
-  };
+export function startRawServer(): Promise<RawServer> {
+  return startServerProcess(join(fileURLToPath(new URL(".", import.meta.url)), "raw-server.js"));
 }
+

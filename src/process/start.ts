@@ -25,22 +25,18 @@ export async function startProcess(
   registry: ProcessRegistry,
   receivedAt: number,
 ): Promise<Started> {
+  // The slot is held from before the wait until the process is in the registry (or failed).
   const release = registry.reserve();
   try {
     await spawnTurn();
-    return await spawnAndRegister(req, plan, tools, registry, receivedAt);
+    return await spawned(req, plan, tools, registry, receivedAt);
   } finally {
     release();
   }
 }
 
-async function spawnAndRegister(
-  req: StartRequest,
-  plan: SpawnPlan,
-  tools: ExecTools,
-  registry: ProcessRegistry,
-  receivedAt: number,
-): Promise<Started> {
+/** Subscribes the caller, spawns, registers and arms the lifetime (the slot is already held). */
+async function spawned(...[req, plan, tools, registry, receivedAt]: Parameters<typeof startProcess>): Promise<Started> {
   const config = req.process!;
   const handle = new ProcessHandle(
     { ...config, args: [...config.args], envs: { ...config.envs } },
