@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ProcessConfig, ProcessEvent } from "../gen/process/process_pb.js";
 import { Broadcast } from "./broadcast.js";
-import { chunkedDataEvent, dataEvent, endEvent, eventSize, type OutputKind } from "./events.js";
+import { chunkedDataEvent, endEvent, eventSize, type OutputKind } from "./events.js";
 import { endFields, type EndFields, type ExitInfo } from "./exit-status.js";
 import { signalTree } from "./tree.js";
 import type { ChildIo } from "./child-io.js";
@@ -98,14 +98,11 @@ export class ProcessHandle {
       size = 0;
     };
     for (const read of Buffer.isBuffer(reads) ? [reads] : reads) {
-      if (size + read.length > maxChunk) flush();
       for (let off = 0; off < read.length; off += maxChunk) {
-        const piece = off === 0 && read.length <= maxChunk ? read : read.subarray(off, off + maxChunk);
-        if (piece.length === maxChunk) this.output.publish(dataEvent(kind, piece));
-        else {
-          group.push(piece);
-          size += piece.length;
-        }
+        const piece = read.length <= maxChunk ? read : read.subarray(off, off + maxChunk);
+        if (size + piece.length > maxChunk) flush();
+        group.push(piece);
+        size += piece.length;
       }
     }
     flush();
