@@ -25,12 +25,12 @@ for (const schema of [StartResponseSchema, ConnectResponseSchema] as DescMessage
         const msg = create(schema as typeof StartResponseSchema, {
           event: { event: { case: "data", value: { output: { case: kind, value: payload } } } },
         });
-        const bin = processEventFrame(msg, true);
+        const bin = processEventFrame(msg, true)?.pieces;
         assert.ok(bin, `${kind} ${n}: binary frame`);
         assert.deepEqual(joined(bin), Buffer.from(encodeEnvelope(0, toBinary(schema, msg))), `${kind} ${n} binary`);
         // Big payloads are referenced, not copied.
         if (n > 16_384) assert.equal(bin[bin.length - 1], payload, `${kind} ${n}: payload passed by reference`);
-        const json = processEventFrame(msg, false);
+        const json = processEventFrame(msg, false)?.pieces;
         assert.ok(json, `${kind} ${n}: JSON frame`);
         const expected = Buffer.from(encodeEnvelope(0, new TextEncoder().encode(toJsonString(schema, msg))));
         assert.deepEqual(joined(json), expected, `${kind} ${n} json`);
@@ -49,13 +49,13 @@ test("an event over several reads: frames reference each read, protobuf-es sees 
     for (const schema of [StartResponseSchema, ConnectResponseSchema]) {
       const msg = create(schema, { event });
       const plain = create(schema, { event: { event: { case: "data", value: { output: { case: "stderr", value: joinedBytes } } } } });
-      const bin = processEventFrame(msg, true)!;
+      const bin = processEventFrame(msg, true)!.pieces;
       if (total > 16_384) assert.ok(reads.every((r) => bin.includes(r)), `${sizes}: every read passed by reference`);
       assert.deepEqual(joined(bin), Buffer.from(encodeEnvelope(0, toBinary(schema, plain))), `${sizes}: binary frame`);
       // The generic paths (gRPC, compressed, JSON) read output.value: the joined payload.
       assert.deepEqual(Buffer.from(toBinary(schema, msg)), Buffer.from(toBinary(schema, plain)), `${sizes}: toBinary`);
       assert.equal(toJsonString(schema, msg), toJsonString(schema, plain), `${sizes}: toJsonString`);
-      assert.deepEqual(joined(processEventFrame(msg, false)!), joined(processEventFrame(plain, false)!), `${sizes}: JSON frame`);
+      assert.deepEqual(joined(processEventFrame(msg, false)!.pieces), joined(processEventFrame(plain, false)!.pieces), `${sizes}: JSON frame`);
     }
   }
 });

@@ -9,6 +9,7 @@
  * main loop (no threads, no locks). When the fd becomes readable, JS is told so and pulls the
  * raw event bytes with read(); the same read() lets JS flush pending events synchronously.
  */
+#define _GNU_SOURCE
 #include <node_api.h>
 #include <uv.h>
 #include <sys/inotify.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -276,6 +278,31 @@ static napi_value js_trim_malloc(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * pipe(capacity): not inotify either. A close-on-exec pipe for a child's output, its capacity
+ * raised (F_SETPIPE_SZ, best effort) so a busy daemon finds big reads waiting, not 64 KiB ones.
+ * Returns [readFd, writeFd, capacity].
+ */
+static napi_value js_pipe(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result, v;
+  int32_t want = 0;
+  int fds[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc > 0) napi_get_value_int32(env, argv[0], &want);
+  if (pipe2(fds, O_CLOEXEC) != 0) return throw_errno(env, errno, "pipe2");
+  int capacity = want > 0 ? fcntl(fds[0], F_SETPIPE_SZ, want) : -1;
+  if (capacity < 0) capacity = fcntl(fds[0], F_GETPIPE_SZ);
+  napi_create_array_with_length(env, 3, &result);
+  napi_create_int32(env, fds[0], &v);
+  napi_set_element(env, result, 0, v);
+  napi_create_int32(env, fds[1], &v);
+  napi_set_element(env, result, 1, v);
+  napi_create_int32(env, capacity, &v);
+  napi_set_element(env, result, 2, v);
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value c;
   set_fn(env, exports, "open", js_open);
@@ -284,6 +311,7 @@ static napi_value init(napi_env env, napi_value exports) {
   set_fn(env, exports, "read", js_read);
   set_fn(env, exports, "close", js_close);
   set_fn(env, exports, "trimMalloc", js_trim_malloc);
+  set_fn(env, exports, "pipe", js_pipe);
   napi_create_object(env, &c);
   set_u32(env, c, "IN_ACCESS", IN_ACCESS);
   set_u32(env, c, "IN_MODIFY", IN_MODIFY);

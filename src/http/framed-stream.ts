@@ -2,6 +2,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
+  createContextKey,
   createHandlerContext,
   createServiceImplSpec,
   type ConnectRouter,
@@ -44,8 +45,20 @@ import {
 import { createHandlerFactory as grpcFactory } from "@connectrpc/connect/protocol-grpc";
 import { createHandlerFactory as grpcWebFactory } from "@connectrpc/connect/protocol-grpc-web";
 
-/** Encodes one response message as ready Connect frame pieces, or returns undefined for the generic path. */
-export type FrameEncoder = (message: unknown, binary: boolean) => Uint8Array[] | undefined;
+/** One response message as ready Connect frame pieces; `written` is called once they reached the kernel. */
+export interface Frame {
+  pieces: Uint8Array[];
+  written?: () => void;
+}
+
+/** Encodes one response message as a Frame, or returns undefined for the generic path. */
+export type FrameEncoder = (message: unknown, binary: boolean) => Frame | undefined;
+
+/**
+ * Tells whether everything written to the response so far was handed to the kernel (set by
+ * the HTTP layer per request; absent, `Frame.written` callbacks are never called).
+ */
+export const flushedKey = createContextKey<(() => boolean) | undefined>(undefined, { description: "envd response flushed" });
 
 type HandlerFactory = ReturnType<typeof connectFactory>;
 type MethodSpec = Parameters<HandlerFactory>[0];
@@ -123,7 +136,8 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
       const invoke = transformInvokeImplementation(spec as Parameters<typeof transformInvokeImplementation>[0], context, opt.interceptors);
       const messages = invoke(input as Parameters<typeof invoke>[0]);
       const serializer = serialization.getO(type.binary);
-      const body = frames(messages, context, (m) => encode(m, type.binary) ?? [encodeEnvelope(0, serializer.serialize(m as Parameters<typeof serializer.serialize>[0]))], (e) =>
+      const toFrame = (m: unknown): Frame => encode(m, type.binary) ?? { pieces: [encodeEnvelope(0, serializer.serialize(m as Parameters<typeof serializer.serialize>[0]))] };
+      const body = frames(messages, context, toFrame, (e) =>
         encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: e })),
       );
       return { ...uResponseOk, body: await untilFirst(body), header: context.responseHeader };
@@ -144,16 +158,32 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
  * The response body: each message's frame pieces, then the end-of-stream frame carrying the
  * error (if any) and trailers. Leaving early (client gone, write error) closes the
  * implementation's generator so its `finally` blocks run, and aborts the context.
+ *
+ * connect-node resumes this generator once a write was accepted, which may still be buffered
+ * in the response: `written` callbacks wait until the response reports itself flushed (at the
+ * latest after a 'drain', which every frame larger than the stream's buffer waits for). Any
+ * still waiting when the stream ends are dropped, never called.
  */
 async function* frames(
   messages: AsyncIterable<unknown>,
   context: HandlerContext & { abort(reason?: unknown): void },
-  toFrame: (message: unknown) => Uint8Array[],
+  toFrame: (message: unknown) => Frame,
   endFrame: (error: ConnectError | undefined) => Uint8Array,
 ): AsyncGenerator<Uint8Array> {
   let failure: unknown;
+  const flushed = context.values.get(flushedKey);
+  let unsettled: (() => void)[] = [];
   try {
-    for await (const m of messages) yield* toFrame(m);
+    for await (const m of messages) {
+      const { pieces, written } = toFrame(m);
+      yield* pieces;
+      if (written && flushed) unsettled.push(written);
+      if (unsettled.length > 0 && flushed!()) {
+        const settle = unsettled;
+        unsettled = [];
+        for (const w of settle) w();
+      }
+    }
   } catch (e) {
     failure = e;
   } finally {

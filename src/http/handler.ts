@@ -4,6 +4,7 @@ import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connect
 import { createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
 import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
+import { flushedKey } from "./framed-stream.js";
 import { legacyInterceptor } from "./legacy.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
@@ -28,6 +29,7 @@ let operationId = 0;
 /** Builds the one request handler: CORS → token gate → plain routes or Connect, with one access-log line. */
 export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerParts): (req: Req, res: Res) => void {
   const records = new WeakMap<Req, RequestRecord>();
+  const responses = new WeakMap<Req, Res>();
   const table = new Map<string, Route[]>();
   for (const r of routes) table.set(r.path, [...(table.get(r.path) ?? []), r]);
 
@@ -44,7 +46,13 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
   const connect = connectNodeAdapter({
     ...routerOptions,
     routes: (router) => rpc(router, routerOptions),
-    contextValues: (req) => createContextValues().set(recordKey, records.get(req)),
+    contextValues: (req) => {
+      const res = responses.get(req);
+      // writableLength counts what the response and its socket (or HTTP/2 stream) still buffer.
+      return createContextValues()
+        .set(recordKey, records.get(req))
+        .set(flushedKey, res && (() => res.writableLength === 0));
+    },
     fallback: (_req, res) => {
       res.writeHead(404, { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" });
       res.end("404 page not found\n");
@@ -85,6 +93,7 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
         });
       return;
     }
+    responses.set(req, res);
     releaseUnreadBody(req, res);
     failWritesOnClose(res);
     connect(req, res);

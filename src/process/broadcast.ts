@@ -61,21 +61,23 @@ export class Broadcast<T> {
     return sub;
   }
 
-  /** Queues `item` for every subscriber, ending the ones that fell too far behind. */
-  publish(item: T): void {
-    if (this.isClosed) return;
+  /** Queues `item` for every subscriber, ending the ones that fell too far behind; returns how many queued it. */
+  publish(item: T): number {
+    if (this.isClosed) return 0;
     const size = this.sizeOf(item);
     let removed = false;
+    let queued = 0;
     for (const s of this.subs) {
       if (s.backlog + size > this.limits.maxBytes) {
         this.subs.delete(s);
         s.fail(this.tooFarBehind());
         removed = true;
-      } else {
-        s.push(item, size);
+      } else if (s.push(item, size)) {
+        queued++;
       }
     }
     if (removed) this.onDrain();
+    return queued;
   }
 
   /** Delivers `final` (if any) after everything queued, then ends every subscriber. */

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ProcessEvent_DataEventSchema, ProcessEventSchema, type ProcessEvent, type ProcessEvent_DataEvent } from "../gen/process/process_pb.js";
 import type { EndFields } from "./exit-status.js";
+import type { Lease } from "./read-slabs.js";
 
 /** Which output a data event carries. */
 export type OutputKind = "stdout" | "stderr" | "pty";
@@ -18,7 +19,14 @@ export function dataEvent(kind: OutputKind, bytes: Uint8Array): ProcessEvent {
 /** The separate reads a coalesced data event was built from (see chunkedDataEvent). */
 const CHUNKS = Symbol("envd.output.chunks");
 
-type Chunked = ProcessEvent_DataEvent & { [CHUNKS]?: { chunks: readonly Uint8Array[]; length: number } };
+/** The reads of a data event, and the lease on their slabs when they are views of reused slabs. */
+export interface EventChunks {
+  chunks: readonly Uint8Array[];
+  length: number;
+  lease?: Lease;
+}
+
+type Chunked = ProcessEvent_DataEvent & { [CHUNKS]?: EventChunks };
 
 /**
  * `data{…}` over several reads without joining them: the hand-written frame writer sends the
@@ -26,8 +34,8 @@ type Chunked = ProcessEvent_DataEvent & { [CHUNKS]?: { chunks: readonly Uint8Arr
  * (protobuf-es for gRPC, compressed or JSON responses). Joining every coalesced event doubled
  * the bytes allocated per output byte, and with them V8's full collections.
  */
-export function chunkedDataEvent(kind: OutputKind, chunks: readonly Uint8Array[], length: number): ProcessEvent {
-  if (chunks.length === 1) return dataEvent(kind, chunks[0]);
+export function chunkedDataEvent(kind: OutputKind, chunks: readonly Uint8Array[], length: number, lease?: Lease): ProcessEvent {
+  if (chunks.length === 1 && !lease) return dataEvent(kind, chunks[0]);
   const data: Chunked = create(ProcessEvent_DataEventSchema);
   let joined: Uint8Array | undefined;
   data.output = {
@@ -36,12 +44,12 @@ export function chunkedDataEvent(kind: OutputKind, chunks: readonly Uint8Array[]
       return (joined ??= Buffer.concat(chunks, length));
     },
   } as ProcessEvent_DataEvent["output"];
-  data[CHUNKS] = { chunks, length };
+  data[CHUNKS] = { chunks, length, lease };
   return create(ProcessEventSchema, { event: { case: "data", value: data } });
 }
 
 /** The reads behind a data event built by chunkedDataEvent, if it was. */
-export function chunksOf(data: ProcessEvent_DataEvent): { chunks: readonly Uint8Array[]; length: number } | undefined {
+export function chunksOf(data: ProcessEvent_DataEvent): EventChunks | undefined {
   return (data as Chunked)[CHUNKS];
 }
 

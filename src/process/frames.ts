@@ -1,4 +1,5 @@
 import type { ProcessEvent } from "../gen/process/process_pb.js";
+import type { Frame } from "../http/framed-stream.js";
 import { chunksOf } from "./events.js";
 
 /**
@@ -18,15 +19,21 @@ const INLINE_BYTES = 16 * 1024;
 
 const FIELD_NO = { stdout: 1, stderr: 2, pty: 3 } as const;
 
-/** The frame pieces of a `{ event: ProcessEvent }` response, or undefined when it is not a data event. */
-export function processEventFrame(message: unknown, binary: boolean): Uint8Array[] | undefined {
+/**
+ * The frame pieces of a `{ event: ProcessEvent }` response, or undefined when it is not a data
+ * event. `written` releases the event's read slabs: the writer calls it once the pieces reached
+ * the kernel.
+ */
+export function processEventFrame(message: unknown, binary: boolean): Frame | undefined {
   const event = (message as { event?: ProcessEvent }).event?.event;
   if (event?.case !== "data") return undefined;
   const output = event.value.output;
   if (output.case === undefined) return undefined;
   // Reading output.value of a chunked event would join its reads: take them as they are.
   const parts = chunksOf(event.value) ?? { chunks: [output.value], length: output.value.byteLength };
-  return binary ? binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length) : jsonFrame(output.case, parts.chunks, parts.length);
+  const pieces = binary ? binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length) : jsonFrame(output.case, parts.chunks, parts.length);
+  const lease = parts.lease;
+  return { pieces, written: lease && (() => lease.release()) };
 }
 
 /** One frame over the payload `chunks` (n bytes in all), which are referenced, not copied, unless small. */

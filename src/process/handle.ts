@@ -6,6 +6,7 @@ import { endFields, type EndFields, type ExitInfo } from "./exit-status.js";
 import { signalTree } from "./tree.js";
 import type { ChildIo } from "./child-io.js";
 import { OUTPUT_LIMITS } from "./limits.js";
+import type { Lease } from "./read-slabs.js";
 
 /** After the main process exits, how long output may still flow before the end event is sent anyway. */
 export const EXIT_GRACE_MS = 300;
@@ -86,14 +87,17 @@ export class ProcessHandle {
   /**
    * Output from the process (one read, or several in arrival order): fanned out as events of
    * at most `maxChunk` bytes; reads are grouped whole into events, never copied together.
+   * With a `lease` (reads in reused slabs), every subscriber that queues an event holds it.
    */
-  data(kind: OutputKind, reads: Buffer | readonly Buffer[], maxChunk: number): void {
+  data(kind: OutputKind, reads: Buffer | readonly Buffer[], maxChunk: number, lease?: Lease): void {
     if (this.endResult) return;
     this.reads++;
     let group: Buffer[] = [];
     let size = 0;
     const flush = (): void => {
-      if (size > 0) this.output.publish(chunkedDataEvent(kind, group, size));
+      if (size === 0) return;
+      const queued = this.output.publish(chunkedDataEvent(kind, group, size, lease));
+      lease?.hold(queued);
       group = [];
       size = 0;
     };

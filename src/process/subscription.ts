@@ -36,19 +36,20 @@ export class Subscription<T> implements AsyncIterableIterator<T> {
     return this.wasFull;
   }
 
-  /** Queues one item of `size` bytes (or hands it straight to a waiting reader). */
-  push(item: T, size: number): void {
-    if (this.done) return;
+  /** Queues one item of `size` bytes (or hands it straight to a waiting reader); false once ended. */
+  push(item: T, size: number): boolean {
+    if (this.done) return false;
     if (this.waiter) {
       const w = this.waiter;
       this.waiter = undefined;
       w.resolve({ value: item, done: false });
-      return;
+      return true;
     }
     this.queue.push(item);
     this.sizes.push(size);
     this.bytes += size;
     if (this.bytes >= this.limits.highWater) this.wasFull = true;
+    return true;
   }
 
   /** Queues a last item (if given) and ends the iteration after it. */
