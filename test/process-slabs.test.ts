@@ -69,6 +69,7 @@ test("random output is byte-exact on every frame path, fast and slow readers", a
     ["JSON HTTP/1.1", transport("1.1", false), 0],
     ["binary HTTP/1.1, slow reader", transport("1.1", true), 4],
     ["binary h2c, slow reader", transport("2", true), 4],
+    ["JSON h2c, slow reader", transport("2", false), 4],
   ];
   for (const [name, client, pauseEvery] of ways) {
     const got = await digest(client.start({ process: { cmd: "cat", args: [blob] } }), pauseEvery);

@@ -1,6 +1,36 @@
 import http from "node:http";
 import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { StartRequestSchema, StartResponseSchema } from "../../src/gen/process/process_pb.js";
+import { addonExtra } from "../../src/system/addon.js";
+
+const STDOUT_HEAD = Buffer.from(`{"event":{"data":{"stdout":"`);
+const STDOUT_TAIL = Buffer.from(`"}}}`);
+
+/**
+ * The base64 text of a `{"event":{"data":{"stdout":"…"}}}` message exactly as the daemon
+ * writes it (compact, no escapes: base64 has none), or undefined for any other message, which
+ * then goes through JSON.parse.
+ */
+function stdoutBase64(msg: Buffer): Buffer | undefined {
+  const h = STDOUT_HEAD.length;
+  const t = STDOUT_TAIL.length;
+  if (msg.length < h + t || msg.compare(STDOUT_HEAD, 0, h, 0, h) !== 0 || msg.compare(STDOUT_TAIL, 0, t, msg.length - t) !== 0) return undefined;
+  return msg.subarray(h, msg.length - t);
+}
+
+let scratch = Buffer.alloc(0);
+const native = addonExtra("base64Decode");
+
+/** Decodes base64 text (strictly) and returns the byte count, or -1 when it is not valid base64. */
+function decodeBase64(text: Buffer): number {
+  const max = Math.ceil(text.length / 4) * 3;
+  if (scratch.length < max) scratch = Buffer.allocUnsafe(max);
+  if (native) return native(text, scratch);
+  // Without the addon: Node's decoder (lenient, so validate the alphabet first).
+  const s = text.toString("latin1");
+  if (text.length % 4 !== 0 || /[^A-Za-z0-9+/=]/.test(s)) return -1;
+  return Buffer.from(s, "base64").length;
+}
 
 /** What a lean Start read delivered. */
 export interface LeanOutcome {
@@ -14,7 +44,8 @@ export interface LeanOutcome {
 /**
  * A lean Connect client for Process.Start over HTTP/1.1: it splits frames itself and decodes
  * every one (binary: protobuf-es fromBinary, which references the payload; JSON: JSON.parse
- * and Buffer's base64), checking shapes and counting stdout bytes. It measures what the
+ * and Buffer's base64; stdout messages in the daemon's exact compact shape skip JSON.parse and
+ * are decoded by our addon's strict base64 decoder), checking shapes and counting stdout bytes. It measures what the
  * daemon can stream when the client is not the bottleneck: connect-node's own reader costs
  * several CPU seconds per GiB (envelope reassembly copies; for JSON, protobuf-es's fromJson
  * scans every string for duplicate keys), on the same two cores as the daemon.
@@ -47,6 +78,13 @@ export function leanStart(baseUrl: string, cmd: string, args: string[], binary: 
             const ev = fromBinary(StartResponseSchema, data).event?.event;
             if (ev?.case === "data") out.bytes += ev.value.output.value?.byteLength ?? 0;
             else if (ev?.case === "end") out.exitCode = ev.value.exitCode;
+            return;
+          }
+          const fast = stdoutBase64(data);
+          if (fast) {
+            const n = decodeBase64(fast);
+            if (n < 0) throw new Error("data event with invalid base64");
+            out.bytes += n;
             return;
           }
           const ev = (JSON.parse(data.toString("latin1")) as { event?: Record<string, { stdout?: string; exitCode?: number }> }).event ?? {};

@@ -3,7 +3,7 @@
     {
       "target_name": "inotify",
       "sources": ["inotify.c"],
-      "cflags": ["-Wall", "-Wextra", "-O2"],
+      "cflags": ["-Wall", "-Wextra", "-O3"],
       "defines": ["NAPI_VERSION=8"]
     }
   ]

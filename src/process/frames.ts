@@ -1,5 +1,7 @@
 import type { ProcessEvent } from "../gen/process/process_pb.js";
 import type { Frame } from "../http/framed-stream.js";
+import { addonExtra, type AddonExtras } from "../system/addon.js";
+import { BufferPool } from "../system/buffer-pool.js";
 import { chunksOf } from "./events.js";
 
 /**
@@ -31,9 +33,12 @@ export function processEventFrame(message: unknown, binary: boolean): Frame | un
   if (output.case === undefined) return undefined;
   // Reading output.value of a chunked event would join its reads: take them as they are.
   const parts = chunksOf(event.value) ?? { chunks: [output.value], length: output.value.byteLength };
-  const pieces = binary ? binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length) : jsonFrame(output.case, parts.chunks, parts.length);
   const lease = parts.lease;
-  return { pieces, written: lease && (() => lease.release()) };
+  if (binary) return { pieces: binaryFrame(FIELD_NO[output.case], parts.chunks, parts.length), written: lease && (() => lease.release()) };
+  const json = jsonFrame(output.case, parts.chunks, parts.length);
+  // The reads were encoded into the frame: their slabs are free already.
+  lease?.release();
+  return { pieces: [json.frame], written: json.pooled && (() => jsonPool.give(json.pooled!)) };
 }
 
 /** One frame over the payload `chunks` (n bytes in all), which are referenced, not copied, unless small. */
@@ -61,18 +66,25 @@ function binaryFrame(fieldNo: number, chunks: readonly Uint8Array[], n: number):
   return [buf];
 }
 
-/** `{"event":{"data":{"<kind>":"<base64>"}}}` in one buffer, the base64 written read by read. */
-function jsonFrame(kind: keyof typeof FIELD_NO, chunks: readonly Uint8Array[], n: number): Uint8Array[] {
+/** Big JSON frames are written into reused buffers (room for the largest pipe event). */
+const jsonPool = new BufferPool(384 * 1024, 8);
+
+/**
+ * `{"event":{"data":{"<kind>":"<base64>"}}}` in one buffer, the base64 written read by read;
+ * a big frame is built in a pooled buffer, given back (`pooled`) once written out.
+ */
+function jsonFrame(kind: keyof typeof FIELD_NO, chunks: readonly Uint8Array[], n: number): { frame: Buffer; pooled?: Buffer } {
   const head = `{"event":{"data":{"${kind}":"`;
   const tail = `"}}}`;
   const messageLen = head.length + 4 * Math.ceil(n / 3) + tail.length;
-  const buf = Buffer.allocUnsafe(5 + messageLen);
+  const pooled = messageLen > INLINE_BYTES && 5 + messageLen <= jsonPool.size ? jsonPool.take() : undefined;
+  const buf = pooled ? pooled.subarray(0, 5 + messageLen) : Buffer.allocUnsafe(5 + messageLen);
   buf[0] = 0;
   buf.writeUInt32BE(messageLen, 1);
   let pos = 5 + buf.write(head, 5, "latin1");
   pos = writeBase64(buf, pos, chunks);
   buf.write(tail, pos, "latin1");
-  return [buf];
+  return { frame: buf, pooled };
 }
 
 /**
@@ -87,16 +99,27 @@ function writeBase64(buf: Buffer, pos: number, chunks: readonly Uint8Array[]): n
     if (carry.length > 0) {
       while (carry.length < 3 && start < c.length) carry.push(c[start++]);
       if (carry.length < 3) continue;
-      pos += buf.write(Buffer.from(carry).toString("base64"), pos, "latin1");
+      pos += encodeBase64(Buffer.from(carry), buf, pos);
       carry = [];
     }
     const end = start + (c.length - start) - ((c.length - start) % 3);
-    if (end > start) pos += buf.write(c.toString("base64", start, end), pos, "latin1");
+    if (end > start) pos += encodeBase64(c.subarray(start, end), buf, pos);
     for (let i = end; i < c.length; i++) carry.push(c[i]);
   }
-  if (carry.length > 0) pos += buf.write(Buffer.from(carry).toString("base64"), pos, "latin1");
+  if (carry.length > 0) pos += encodeBase64(Buffer.from(carry), buf, pos);
   return pos;
 }
+
+/**
+ * Base64 of `src` written at `pos`: by the addon straight into the frame when it is there,
+ * else through a JS string (which V8 builds in its heap, and Buffer#write copies again).
+ */
+function encodeBase64(src: Buffer, buf: Buffer, pos: number): number {
+  nativeEncode ??= addonExtra("base64Encode") ?? null;
+  return nativeEncode ? nativeEncode(src, buf, pos) : buf.write(src.toString("base64"), pos, "latin1");
+}
+
+let nativeEncode: AddonExtras["base64Encode"] | null | undefined;
 
 function varintSize(n: number): number {
   let size = 1;

@@ -3,7 +3,7 @@ import { closeSync, writeFileSync } from "node:fs";
 import { Socket, type OnReadOpts, type SocketConstructorOpts } from "node:net";
 import type { Readable, Writable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { loadInotify } from "../filesystem/inotify.js";
+import { addonExtra } from "../system/addon.js";
 import type { ChildIo, StdinPort } from "./child-io.js";
 import type { ProcessHandle } from "./handle.js";
 import { MAX_PENDING_STDIN_BYTES, PIPE_CHUNK_BYTES } from "./limits.js";
@@ -62,7 +62,7 @@ interface OutputPipe {
 
 /** stdout and stderr pipes from the addon, or undefined without it. */
 function outputPipes(): OutputPipe[] | undefined {
-  const make = loadPipe();
+  const make = addonExtra("pipe");
   if (!make) return undefined;
   const made: OutputPipe[] = [];
   try {
@@ -75,20 +75,6 @@ function outputPipes(): OutputPipe[] | undefined {
     made.forEach((p) => closeQuietly(p.read, p.write));
     return undefined;
   }
-}
-
-type MakePipe = (capacity: number) => [number, number, number];
-let makePipe: MakePipe | null | undefined;
-
-function loadPipe(): MakePipe | null {
-  if (makePipe !== undefined) return makePipe;
-  try {
-    const addon = loadInotify() as unknown as { pipe?: MakePipe };
-    makePipe = typeof addon.pipe === "function" ? addon.pipe : null;
-  } catch {
-    makePipe = null;
-  }
-  return makePipe;
 }
 
 function closeQuietly(...fds: number[]): void {

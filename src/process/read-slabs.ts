@@ -12,51 +12,36 @@
  * slab out of the pool for good, and the garbage collector frees it like any other buffer.
  */
 
+import { BufferPool } from "../system/buffer-pool.js";
+
 const SLAB_BYTES = 1024 * 1024;
 
 /** A read is offered at least this much room; a slab with less left is retired. */
 const MIN_READ_BYTES = 64 * 1024;
 
-/** Free slabs kept for reuse (shared by all processes); more are left to the collector. */
-const KEEP_FREE = 16;
-
-/** Free slabs are dropped after this long without a taker, so an idle daemon holds none. */
-const IDLE_DROP_MS = 2000;
+/** Free slabs kept for reuse, shared by all processes (see BufferPool). */
+const pool = new BufferPool(SLAB_BYTES, 16);
 
 class Slab {
-  readonly buf = Buffer.allocUnsafeSlow(SLAB_BYTES);
+  readonly buf = pool.take();
   used = 0;
   refs = 0;
   retired = false;
-}
-
-const free: Slab[] = [];
-let dropTimer: NodeJS.Timeout | undefined;
-
-function takeSlab(): Slab {
-  const slab = free.pop();
-  if (!slab) return new Slab();
-  slab.used = 0;
-  slab.refs = 0;
-  slab.retired = false;
-  return slab;
+  /** Given back to the pool (once only, whatever the counts say). */
+  pooled = false;
 }
 
 function unref(slab: Slab, n: number): void {
   slab.refs -= n;
-  if (slab.refs === 0 && slab.retired && free.length < KEEP_FREE) {
-    free.push(slab);
-    dropTimer ??= setTimeout(() => {
-      dropTimer = undefined;
-      free.length = 0;
-    }, IDLE_DROP_MS).unref();
-    dropTimer.refresh();
+  if (slab.refs === 0 && slab.retired && !slab.pooled) {
+    slab.pooled = true;
+    pool.give(slab.buf);
   }
 }
 
 /** Slabs currently free for reuse (for tests). */
 export function freeSlabCount(): number {
-  return free.length;
+  return pool.freeCount;
 }
 
 /**
@@ -116,7 +101,7 @@ export class SlabReader {
     if (this.slab && this.quiet) this.retire();
     else if (this.slab && SLAB_BYTES - this.slab.used < MIN_READ_BYTES) {
       this.retire();
-      this.slab = takeSlab();
+      this.slab = new Slab();
     }
     if (!this.slab) return (this.offered = shared ??= Buffer.allocUnsafeSlow(MIN_READ_BYTES));
     return (this.offered = this.slab.buf.subarray(this.slab.used));
@@ -136,7 +121,7 @@ export class SlabReader {
     } else {
       read = Buffer.from(this.offered!.subarray(0, n));
       if (n >= BULK_READ_BYTES) {
-        this.slab = takeSlab();
+        this.slab = new Slab();
         this.quiet = false;
       }
     }

@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import type { Logger } from "../http/log.js";
-import { loadInotify } from "../filesystem/inotify.js";
+import { addonExtra } from "./addon.js";
 
 const MIB = 1024 * 1024;
 
@@ -37,15 +37,6 @@ export class TrimPolicy {
   }
 }
 
-/** malloc_trim(0) from our addon, or undefined when the addon (or glibc) is not there. */
-function mallocTrim(): (() => boolean) | undefined {
-  try {
-    const addon = loadInotify() as unknown as { trimMalloc?: () => boolean };
-    return typeof addon.trimMalloc === "function" ? () => addon.trimMalloc!() : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * Checks once per `intervalMs` (an unref'd timer: it never keeps the daemon alive) whether a
@@ -63,7 +54,7 @@ export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
     last = now;
     const before = process.memoryUsage.rss();
     if (!policy.due(utilization, before)) return;
-    if (trim === null) trim = mallocTrim();
+    if (trim === null) trim = addonExtra("trimMalloc");
     if (!trim) return clearInterval(timer);
     trim();
     const after = process.memoryUsage.rss();

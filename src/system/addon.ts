@@ -1,0 +1,34 @@
+import { loadInotify } from "../filesystem/inotify.js";
+
+/**
+ * The extras our always-shipped addon (native/inotify) carries besides inotify: each is looked
+ * up once, and is undefined when the addon (or that function in an older build) is missing, so
+ * every caller keeps a pure-Node fallback.
+ */
+export interface AddonExtras {
+  /** malloc_trim(0); true when memory was released. */
+  trimMalloc(): boolean;
+  /** A close-on-exec pipe with its capacity raised (best effort): [readFd, writeFd, capacity]. */
+  pipe(capacity: number): [number, number, number];
+  /** Writes the padded base64 of `src` into `dst` at `offset`; returns the bytes written. */
+  base64Encode(src: Uint8Array, dst: Uint8Array, offset: number): number;
+  /** Strict base64 decode of `src` into `dst`; the bytes written, or -1 (invalid, or dst too small). Bench client only. */
+  base64Decode(src: Uint8Array, dst: Uint8Array): number;
+}
+
+const found = new Map<keyof AddonExtras, unknown>();
+
+/** One extra function of the addon, or undefined without it. */
+export function addonExtra<K extends keyof AddonExtras>(name: K): AddonExtras[K] | undefined {
+  if (!found.has(name)) {
+    let fn: unknown;
+    try {
+      const addon = loadInotify() as unknown as Partial<AddonExtras>;
+      fn = typeof addon[name] === "function" ? (addon[name] as (...a: unknown[]) => unknown).bind(addon) : undefined;
+    } catch {
+      fn = undefined;
+    }
+    found.set(name, fn);
+  }
+  return found.get(name) as AddonExtras[K] | undefined;
+}
