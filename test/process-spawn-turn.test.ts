@@ -33,3 +33,11 @@ test("spawnTurn: a lone caller waits no more than one turn", async () => {
   // and the gate re-arms for later callers
   await spawnTurn();
 });
+
+test("spawnTurn: after a quiet spell the first caller goes without waiting for a turn", async () => {
+  await new Promise((r) => setTimeout(r, SPAWN_BUDGET_MS + 5));
+  let immediateRan = false;
+  setImmediate(() => (immediateRan = true));
+  await spawnTurn();
+  assert.equal(immediateRan, false, "granted before the loop's next check phase");
+});

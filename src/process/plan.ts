@@ -1,4 +1,4 @@
-import { stat } from "node:fs/promises";
+import { statSync } from "node:fs";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { StartRequest } from "../gen/process/process_pb.js";
 import type { User } from "../auth/users.js";
@@ -71,7 +71,8 @@ export async function plan(req: StartRequest, ctx: PlanContext): Promise<SpawnPl
   const cwd = expandAndResolve(config.cwd ?? "", ctx.user, ctx.defaultWorkdir);
   let isDir = false;
   try {
-    isDir = (await stat(cwd)).isDirectory();
+    // One local stat: synchronously, as the thread-pool round trip cost more than the call.
+    isDir = statSync(cwd).isDirectory();
   } catch {
     throw new ConnectError(`cwd '${cwd}' does not exist`, Code.InvalidArgument);
   }

@@ -18,17 +18,21 @@ const waiting: (() => void)[] = [];
 let scheduled = false;
 let turnStart = 0;
 let budget = SPAWN_BUDGET_MS;
-let lastSpawnEnd = 0;
+let lastSpawnEnd = -Infinity;
 let carryOver = false;
 
-/** Resolves when this caller may spawn (spawn synchronously right after it resolves). */
+/**
+ * Resolves when this caller may spawn (spawn synchronously right after it resolves). When no
+ * spawn ran for a budget's length, the first caller goes at once (a lone Start pays no extra
+ * turn of the loop); callers arriving behind it are gated as above.
+ */
 export function spawnTurn(): Promise<void> {
   return new Promise((resolve) => {
     waiting.push(resolve);
-    if (!scheduled) {
-      scheduled = true;
-      setImmediate(release);
-    }
+    if (scheduled) return;
+    scheduled = true;
+    if (performance.now() - lastSpawnEnd > SPAWN_BUDGET_MS) queueMicrotask(release);
+    else setImmediate(release);
   });
 }
 
