@@ -1,5 +1,16 @@
 import { readFileSync, writeFileSync } from "node:fs";
 
+/** CPU time of the whole machine from /proc/stat: busy and total, in seconds (all cores). */
+export function machineCpu(): { busy: number; total: number } {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0];
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already in user)
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  const idle = f[3] + f[4];
+  const hz = 100;
+  return { busy: (total - idle) / hz, total: total / hz };
+}
+
 /** Memory figures of a process from /proc/<pid>/status, in bytes. */
 export interface MemStatus {
   rss: number;

@@ -1,10 +1,11 @@
 import type { Client } from "@connectrpc/connect";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
 import { join } from "node:path";
 import type { Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
 import { probe } from "../lib/available.js";
 import { withDaemon } from "../lib/daemon.js";
-import { cpuSeconds, peakGrowth } from "../lib/procfs.js";
+import { cpuSeconds, machineCpu, peakGrowth } from "../lib/procfs.js";
 import { startToEnd } from "../lib/process-stream.js";
 import { compared, single } from "../lib/rows.js";
 import { mib, percentile, sleep } from "../lib/stats.js";
@@ -77,6 +78,8 @@ export const load: Scenario = {
       // The old method, for comparison: a sampler sharing this (busy) thread's event loop.
       const sameThread = sampleStat(benchTransports(daemon.url).fs.binary, dir, 5, stop.signal);
       const cpu0 = cpuSeconds(daemon.pid);
+      const machine0 = machineCpu();
+      const own0 = process.cpuUsage();
       const { growth, value } = await peakGrowth(daemon.pid, async () => {
         const watches = Array.from({ length: watchers }, (_, i) =>
           (async () => {
@@ -119,6 +122,10 @@ export const load: Scenario = {
         return { runs: runs.length, bin, json, watched, same };
       });
       const cpu = cpuSeconds(daemon.pid) - cpu0;
+      const machine1 = machineCpu();
+      const own = process.cpuUsage(own0);
+      const machineBusy = (machine1.busy - machine0.busy) / (machine1.total - machine0.total);
+      const ownCpu = (own.user + own.system) / 1e6;
       errors.push(...[value.bin, value.json, value.same].flatMap((s) => s.errors.map((e) => `stat: ${e}`)));
       const silentWatchers = value.watched.filter((n) => n === 0).length;
       if (silentWatchers) errors.push(`${silentWatchers} watcher(s) received no events`);
@@ -148,6 +155,12 @@ export const load: Scenario = {
           }),
         );
       }
+      // Why p99 is what it is: how busy the whole machine was while the load ran. A saturated
+      // machine queues the daemon's thread behind the load generator and the commands.
+      rows.push(
+        single(ID, "machine CPU busy during the load (reference)", machineBusy * 100, "%", undefined,
+          `all ${cpus().length} cores; daemon ${cpu.toFixed(1)} s CPU, this bench process (the clients of ${commands} streams, ${watchers} watchers and the samplers) ${ownCpu.toFixed(1)} s, the rest is the ${commands} commands and the kernel`),
+      );
       rows.push(
         compared({
           scenario: ID,

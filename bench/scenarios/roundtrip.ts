@@ -8,6 +8,7 @@ import { localRun, startToEnd } from "../lib/process-stream.js";
 import { compared } from "../lib/rows.js";
 import { memStatus } from "../lib/procfs.js";
 import { startSpawnServer } from "../lib/spawn-server.js";
+import { startConnectFloor } from "../lib/connect-floor.js";
 import { interleave, median, mib, percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
@@ -90,6 +91,19 @@ export const roundtrip: Scenario = {
         await floorServer.stop();
       }
       agent.destroy();
+
+      // The framework floor: the same Start round trip (start and end events, Connect binary
+      // h2c, the same client) against a bare connect-node server that only spawns: what the RPC
+      // stack the daemon is built on costs, before any envd code runs.
+      const connectFloor = await startConnectFloor(user.uid, user.gid);
+      try {
+        const client = benchTransports(connectFloor.url).proc.binary;
+        const cf = await interleave(n, warm, () => startToEnd(client, "/bin/true", []), spawnTrue);
+        rows.push(row("Start /bin/true on a bare connect-node server, Connect binary h2c (framework floor, reference)", cf.a, cf.b, "spawn /bin/true", false));
+        rows[rows.length - 1].note += `; Connect binary through envd is ${(median(bin.a) - median(cf.a)).toFixed(2)} ms above this floor`;
+      } finally {
+        await connectFloor.stop();
+      }
 
       // What the daemon executes for this user (direct exec, or the sh → setpriv wrapper chain
       // when groups or priorities need it), spawned here the same way: the exec floor.
