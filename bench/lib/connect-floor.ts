@@ -1,43 +1,69 @@
 // The RPC-framework floor of a command round trip: a bare connect-node server (its own process,
-// like the daemon; h2c, as the daemon's binary clients use) whose Process.Start spawns the
-// command the way the spawn server does and streams start{pid} and end{exitCode} events. No
-// envd code at all: what any daemon built on connect-node pays for one Start round trip. Run
-// directly, this file is the server and prints its port.
+// like the daemon) whose Process.Start spawns the command the way the spawn server does and
+// streams start, output and end events. No envd code, no access log, no users, no checks: what
+// any daemon built on connect-node pays for one Start, measured with the same clients. Run
+// directly, this file is the server (h2c) and prints its port.
 import { spawn } from "node:child_process";
 import http2 from "node:http2";
 import { fileURLToPath } from "node:url";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { Process, ProcessEventSchema, type StartResponse } from "../../src/gen/process/process_pb.js";
+import { Process, StartResponseSchema } from "../../src/gen/process/process_pb.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
+
+type Event = NonNullable<MessageInitShape<typeof StartResponseSchema>["event"]>["event"];
+const ev = (event: Event) => create(StartResponseSchema, { event: { event } });
+
+/** Items pushed by callbacks, read as an async iterable (ends at `end()`). */
+class Queue<T> implements AsyncIterable<T> {
+  private items: T[] = [];
+  private wake: (() => void) | undefined;
+  private ended = false;
+  push(item: T): void {
+    this.items.push(item);
+    this.wake?.();
+  }
+  end(): void {
+    this.ended = true;
+    this.wake?.();
+  }
+  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
+    for (;;) {
+      while (this.items.length) yield this.items.shift()!;
+      if (this.ended) return;
+      await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+    }
+  }
+}
 
 function serve(): void {
   const [uidText, gidText] = process.argv.slice(2);
   const uid = uidText ? Number(uidText) : undefined;
   const gid = gidText ? Number(gidText) : undefined;
   const handler = connectNodeAdapter({
-    routes: (router) =>
+    routes: (router) => {
       router.service(Process, {
-        async *start(req): AsyncGenerator<Partial<StartResponse>> {
+        async *start(req) {
           const cfg = req.process!;
           const child = spawn(cfg.cmd, cfg.args, { stdio: ["ignore", "pipe", "pipe"], detached: true, uid, gid });
-          const exited = new Promise<number>((resolve, reject) => {
-            let open = 3;
-            let code = 0;
-            const done = (): void => void (--open === 0 && resolve(code));
-            child.once("error", reject);
-            child.once("exit", (c) => {
-              code = c ?? -1;
-              done();
-            });
-            child.stdout!.resume().once("close", done);
-            child.stderr!.resume().once("close", done);
+          const out = new Queue<Buffer>();
+          let open = 3;
+          let exitCode = 0;
+          const done = (): void => void (--open === 0 && out.end());
+          child.once("error", () => out.end());
+          child.once("exit", (c) => {
+            exitCode = c ?? -1;
+            done();
           });
-          yield { event: create(ProcessEventSchema, { event: { case: "start", value: { pid: child.pid ?? 0 } } }) };
-          const exitCode = await exited;
-          yield { event: create(ProcessEventSchema, { event: { case: "end", value: { exitCode, exited: true, status: `exit status ${exitCode}` } } }) };
+          child.stdout!.on("data", (b: Buffer) => out.push(b)).once("close", done);
+          child.stderr!.resume().once("close", done);
+          yield ev({ case: "start", value: { pid: child.pid ?? 0 } });
+          for await (const b of out) yield ev({ case: "data", value: { output: { case: "stdout", value: b } } });
+          yield ev({ case: "end", value: { exitCode, exited: true, status: `exit status ${exitCode}` } });
         },
-      }),
+      });
+    },
   });
   const server = http2.createServer(handler);
   server.listen(0, "127.0.0.1", () => {
@@ -47,7 +73,7 @@ function serve(): void {
   process.on("SIGTERM", () => process.exit(0));
 }
 
-/** Starts this file as a separate Node process spawning as `uid`/`gid`. */
+/** Starts this file as a separate Node process spawning as `uid`/`gid`; it speaks h2c. */
 export function startConnectFloor(uid?: number, gid?: number): Promise<ServerProcess> {
   return startServerProcess(fileURLToPath(import.meta.url), uid === undefined ? [] : [String(uid), String(gid ?? uid)]);
 }

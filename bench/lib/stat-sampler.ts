@@ -10,6 +10,8 @@ export interface StatSamples {
 
 interface SamplerConfig {
   url: string;
+  /** Where HTTP/1.1 (JSON) requests go, when not to `url`. */
+  http1Url?: string;
   path: string;
   codec: "binary" | "json";
   gapMs: number;
@@ -56,7 +58,7 @@ export class StatSampler {
 }
 
 async function sampleInWorker(config: SamplerConfig): Promise<void> {
-  const client = benchTransports(config.url).fs[config.codec];
+  const client = benchTransports(config.url, config.http1Url).fs[config.codec];
   let stopped = false;
   parentPort!.on("message", () => (stopped = true));
   await client.stat({ path: config.path });

@@ -16,10 +16,10 @@ export interface BenchClients {
  * without response compression (the e2b SDK's connect-web transport asks for none), plus
  * binary with gzip as connect-node asks for it by default (the test helpers' clients).
  */
-export function benchTransports(baseUrl: string): BenchClients {
+export function benchTransports(baseUrl: string, http1Url = baseUrl): BenchClients {
   const transports = {
     binary: createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, acceptCompression: [] }),
-    json: createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false, acceptCompression: [] }),
+    json: createConnectTransport({ baseUrl: http1Url, httpVersion: "1.1", useBinaryFormat: false, acceptCompression: [] }),
     binaryGzip: createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }),
   };
   const codecs = Object.keys(transports) as Codec[];

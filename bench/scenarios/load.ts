@@ -43,136 +43,193 @@ function after(s: { ms: number[]; at: number[] }, t: number): number[] {
   return s.ms.filter((_, i) => s.at[i] >= t);
 }
 
+/** The load: how many commands and watchers, for how long, and the directory watched and Stat'ed. */
+interface LoadShape {
+  commands: number;
+  watchers: number;
+  seconds: number;
+  dir: string;
+  quick: boolean;
+}
+
+/** What one server did under the load. */
+interface LoadOutcome {
+  idleMs: number[];
+  bin: StatSamples;
+  json: StatSamples;
+  same: StatSamples;
+  errors: string[];
+  cpu: number;
+  growth: number;
+  ownCpu: number;
+  machineBusy: number;
+  allStarted: number;
+  burstStart: number;
+}
+
+/**
+ * Runs the load against the server at `url` (process `pid`): idle Stat first, then `commands`
+ * streaming commands (one 64-byte line every 50 ms each, in a single perl process: no fork per
+ * line) and `watchers` recursive watchers on a churning directory, while Stat is sampled.
+ */
+async function underLoad(url: string, http1Url: string, pid: number, shape: LoadShape): Promise<LoadOutcome> {
+  const { commands, watchers, seconds, dir, quick } = shape;
+  const lines = seconds * 20;
+  const script = `$|=1; for (1..${lines}) { print "${LINE}\\n"; select(undef,undef,undef,0.05) }`;
+  const t = benchTransports(url, http1Url);
+  await probe("Filesystem.Stat", () => t.fs.binary.stat({ path: dir }));
+  // The samplers run on their own threads: this thread drives hundreds of streams, and its
+  // event-loop lag must not be counted as server latency.
+  const sampler = (codec: "binary" | "json") => new StatSampler({ url, http1Url, path: dir, codec, gapMs: 5 });
+
+  // Idle latency first: the same sampler on the quiet server is the baseline.
+  const idleSampler = sampler("binary");
+  await idleSampler.started();
+  await sleep(quick ? 500 : 2000);
+  const idleMs = (await idleSampler.stop()).ms;
+
+  const errors: string[] = [];
+  const stop = new AbortController();
+  let allStarted = Infinity;
+  const samplers = { bin: sampler("binary"), json: sampler("json") };
+  await Promise.all([samplers.bin.started(), samplers.json.started()]);
+  const burstStart = epochNow();
+  // The old method, for comparison: a sampler sharing this (busy) thread's event loop.
+  const sameThread = sampleStat(benchTransports(url, http1Url).fs.binary, dir, 5, stop.signal);
+  const cpu0 = cpuSeconds(pid);
+  const machine0 = machineCpu();
+  const own0 = process.cpuUsage();
+  const { growth, value } = await peakGrowth(pid, async () => {
+    const watches = Array.from({ length: watchers }, (_, i) =>
+      (async () => {
+        const c = i % 2 ? t.fs.json : t.fs.binary;
+        let events = 0;
+        try {
+          for await (const res of c.watchDir({ path: dir, recursive: true }, { signal: stop.signal })) {
+            if (res.event.case === "filesystem") events++;
+          }
+        } catch (err) {
+          if (!stop.signal.aborted) errors.push(`watch: ${(err as Error).message}`);
+        }
+        return events;
+      })(),
+    );
+    const churn = (async () => {
+      for (let i = 0; !stop.signal.aborted; i++) {
+        writeFileSync(join(dir, `c${i % 50}`), String(i));
+        await sleep(20);
+      }
+    })();
+    let started = 0;
+    await Promise.all(
+      Array.from({ length: commands }, (_, i) =>
+        startToEnd(i % 2 ? t.proc.json : t.proc.binary, "/usr/bin/perl", ["-e", script], {
+          onStart: () => {
+            if (++started === commands) allStarted = epochNow();
+          },
+        }).then(
+          (r) => {
+            if (r.exitCode !== 0 || r.bytes !== lines * 64) errors.push(`command ${i}: exit ${r.exitCode}, ${r.bytes} of ${lines * 64} bytes`);
+          },
+          (err: Error) => errors.push(`command ${i}: ${err.message}`),
+        ),
+      ),
+    );
+    stop.abort();
+    const [bin, json] = await Promise.all([samplers.bin.stop(), samplers.json.stop()]);
+    const [watched, same] = await Promise.all([Promise.all(watches), sameThread, churn]);
+    return { bin, json, watched, same };
+  });
+  const cpu = cpuSeconds(pid) - cpu0;
+  const machine1 = machineCpu();
+  const own = process.cpuUsage(own0);
+  errors.push(...[value.bin, value.json, value.same].flatMap((s) => s.errors.map((e) => `stat: ${e}`)));
+  const silentWatchers = value.watched.filter((n) => n === 0).length;
+  if (silentWatchers) errors.push(`${silentWatchers} watcher(s) received no events`);
+  return {
+    idleMs,
+    bin: value.bin,
+    json: value.json,
+    same: value.same,
+    errors,
+    cpu,
+    growth,
+    ownCpu: (own.user + own.system) / 1e6,
+    machineBusy: (machine1.busy - machine0.busy) / (machine1.total - machine0.total),
+    allStarted,
+    burstStart,
+  };
+}
+
+/** Stat p99 rows (whole run and steady state) of one server under the load. */
+function statRows(o: LoadOutcome, idleP99: number, commands: number): Row[] {
+  const rows: Row[] = [];
+  for (const [codec, s] of [
+    ["binary h2c", o.bin],
+    ["JSON HTTP/1.1", o.json],
+  ] as const) {
+    const steady = after(s, o.allStarted);
+    rows.push(
+      compared({
+        scenario: ID,
+        metric: `Stat p99 under load, ${codec}`,
+        value: percentile(s.ms, 99),
+        unit: "ms",
+        baseline: idleP99,
+        baselineLabel: "idle daemon, binary",
+        target: { text: "≤ 20 ms", met: (r) => r.value <= 20 },
+        note: `${s.ms.length} samples; p50 ${percentile(s.ms, 50).toFixed(1)} ms`,
+      }),
+      compared({
+        scenario: ID,
+        metric: `Stat p99 once all commands run (steady state), ${codec}`,
+        value: percentile(steady, 99),
+        unit: "ms",
+        baseline: idleP99,
+        baselineLabel: "idle daemon, binary",
+        note: `${steady.length} samples; the ${commands} Starts took ${((o.allStarted - o.burstStart) / 1000).toFixed(1)} s to all report start`,
+      }),
+    );
+  }
+  return rows;
+}
+
 /** Scenario 7: many streaming commands and watchers at once while Stat latency is sampled. */
 export const load: Scenario = {
   id: ID,
   title: "Load: concurrent streaming commands and watchers, Stat latency",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const commands = ctx.quick ? 20 : 200;
-    const watchers = ctx.quick ? 5 : 50;
-    const seconds = ctx.quick ? 2 : 10;
-    const lines = seconds * 20;
-    // One 64-byte line every 50 ms per command, in a single perl process (no fork per line).
-    const script = `$|=1; for (1..${lines}) { print "${LINE}\\n"; select(undef,undef,undef,0.05) }`;
-    const dir = join(ctx.tmp, "watched");
-    mkdirSync(dir);
-    return withDaemon(async ({ daemon }) => {
-      const t = benchTransports(daemon.url);
-      await probe("Filesystem.Stat", () => t.fs.binary.stat({ path: dir }));
-      // The samplers run on their own threads: this thread drives hundreds of streams, and its
-      // event-loop lag must not be counted as daemon latency.
-      const sampler = (codec: "binary" | "json") => new StatSampler({ url: daemon.url, path: dir, codec, gapMs: 5 });
+    const shape: LoadShape = {
+      commands: ctx.quick ? 20 : 200,
+      watchers: ctx.quick ? 5 : 50,
+      seconds: ctx.quick ? 2 : 10,
+      dir: join(ctx.tmp, "watched"),
+      quick: ctx.quick,
+    };
+    mkdirSync(shape.dir);
+    const envd = await withDaemon(({ daemon }) => underLoad(daemon.url, daemon.url, daemon.pid, shape));
+    ctx.log(`errors: ${envd.errors.length}; stat samples ${envd.bin.ms.length}+${envd.json.ms.length} (same thread ${envd.same.ms.length}); daemon CPU ${envd.cpu.toFixed(1)} s`);
 
-      // Idle latency first: the same sampler on the quiet daemon is the baseline.
-      const idleSampler = sampler("binary");
-      await idleSampler.started();
-      await sleep(ctx.quick ? 500 : 2000);
-      const idleMs = (await idleSampler.stop()).ms;
-
-      const errors: string[] = [];
-      const stop = new AbortController();
-      let allStarted = Infinity;
-      const samplers = { bin: sampler("binary"), json: sampler("json") };
-      await Promise.all([samplers.bin.started(), samplers.json.started()]);
-      const burstStart = epochNow();
-      // The old method, for comparison: a sampler sharing this (busy) thread's event loop.
-      const sameThread = sampleStat(benchTransports(daemon.url).fs.binary, dir, 5, stop.signal);
-      const cpu0 = cpuSeconds(daemon.pid);
-      const machine0 = machineCpu();
-      const own0 = process.cpuUsage();
-      const { growth, value } = await peakGrowth(daemon.pid, async () => {
-        const watches = Array.from({ length: watchers }, (_, i) =>
-          (async () => {
-            const c = i % 2 ? t.fs.json : t.fs.binary;
-            let events = 0;
-            try {
-              for await (const res of c.watchDir({ path: dir, recursive: true }, { signal: stop.signal })) {
-                if (res.event.case === "filesystem") events++;
-              }
-            } catch (err) {
-              if (!stop.signal.aborted) errors.push(`watch: ${(err as Error).message}`);
-            }
-            return events;
-          })(),
-        );
-        const churn = (async () => {
-          for (let i = 0; !stop.signal.aborted; i++) {
-            writeFileSync(join(dir, `c${i % 50}`), String(i));
-            await sleep(20);
-          }
-        })();
-        let started = 0;
-        const runs = await Promise.all(
-          Array.from({ length: commands }, (_, i) =>
-            startToEnd(i % 2 ? t.proc.json : t.proc.binary, "/usr/bin/perl", ["-e", script], {
-              onStart: () => {
-                if (++started === commands) allStarted = epochNow();
-              },
-            }).then(
-              (r) => {
-                if (r.exitCode !== 0 || r.bytes !== lines * 64) errors.push(`command ${i}: exit ${r.exitCode}, ${r.bytes} of ${lines * 64} bytes`);
-              },
-              (err: Error) => errors.push(`command ${i}: ${err.message}`),
-            ),
-          ),
-        );
-        stop.abort();
-        const [bin, json] = await Promise.all([samplers.bin.stop(), samplers.json.stop()]);
-        const [watched, same] = await Promise.all([Promise.all(watches), sameThread, churn]);
-        return { runs: runs.length, bin, json, watched, same };
-      });
-      const cpu = cpuSeconds(daemon.pid) - cpu0;
-      const machine1 = machineCpu();
-      const own = process.cpuUsage(own0);
-      const machineBusy = (machine1.busy - machine0.busy) / (machine1.total - machine0.total);
-      const ownCpu = (own.user + own.system) / 1e6;
-      errors.push(...[value.bin, value.json, value.same].flatMap((s) => s.errors.map((e) => `stat: ${e}`)));
-      const silentWatchers = value.watched.filter((n) => n === 0).length;
-      if (silentWatchers) errors.push(`${silentWatchers} watcher(s) received no events`);
-      ctx.log(`errors: ${errors.length}; stat samples ${value.bin.ms.length}+${value.json.ms.length} (same thread ${value.same.ms.length}); daemon CPU ${cpu.toFixed(1)} s`);
-      const note = `${commands} commands × ${lines} lines over ${seconds} s, ${watchers} watchers; daemon CPU ${cpu.toFixed(1)} s, peak RSS growth ${mib(growth).toFixed(0)} MiB`;
-      const rows: Row[] = [
-        single(ID, "errors (streams, watchers, Stat)", errors.length, "", { text: "0", met: errors.length === 0 }, errors.length ? errors.slice(0, 3).join("; ") : note),
-      ];
-      for (const [codec, s] of [
-        ["binary h2c", value.bin],
-        ["JSON HTTP/1.1", value.json],
-      ] as const) {
-        const p99 = percentile(s.ms, 99);
-        // Sampled on a worker thread of the bench (see StatSampler).
-        const steady = after(s, allStarted);
-        rows.push(
-          compared({ scenario: ID, metric: `Stat p50 under load, ${codec}`, value: percentile(s.ms, 50), unit: "ms", baseline: percentile(idleMs, 50), baselineLabel: "idle daemon, binary" }),
-          compared({ scenario: ID, metric: `Stat p99 under load, ${codec}`, value: p99, unit: "ms", baseline: percentile(idleMs, 99), baselineLabel: "idle daemon, binary", target: { text: "≤ 20 ms", met: (r) => r.value <= 20 }, note: `${s.ms.length} samples` }),
-          compared({
-            scenario: ID,
-            metric: `Stat p99 once all commands run (steady state), ${codec}`,
-            value: percentile(steady, 99),
-            unit: "ms",
-            baseline: percentile(idleMs, 99),
-            baselineLabel: "idle daemon, binary",
-            note: `${steady.length} samples; the ${commands} Starts took ${((allStarted - burstStart) / 1000).toFixed(1)} s to all report start`,
-          }),
-        );
-      }
-      // Why p99 is what it is: how busy the whole machine was while the load ran. A saturated
-      // machine queues the daemon's thread behind the load generator and the commands.
-      rows.push(
-        single(ID, "machine CPU busy during the load (reference)", machineBusy * 100, "%", undefined,
-          `all ${cpus().length} cores; daemon ${cpu.toFixed(1)} s CPU, this bench process (the clients of ${commands} streams, ${watchers} watchers and the samplers) ${ownCpu.toFixed(1)} s, the rest is the ${commands} commands and the kernel`),
-      );
-      rows.push(
-        compared({
-          scenario: ID,
-          metric: "Stat p99 under load, binary h2c, sampled from the load's own thread (old method, reference)",
-          value: percentile(value.same.ms, 99),
-          unit: "ms",
-          baseline: percentile(idleMs, 99),
-          baselineLabel: "idle daemon, binary",
-          note: `${value.same.ms.length} samples; counts the bench's own event-loop lag behind ${commands} streams and ${watchers} watchers`,
-        }),
-      );
-      return rows;
-    });
+    const idleP99 = percentile(envd.idleMs, 99);
+    const note = `${shape.commands} commands × ${shape.seconds * 20} lines over ${shape.seconds} s, ${shape.watchers} watchers; daemon CPU ${envd.cpu.toFixed(1)} s, peak RSS growth ${mib(envd.growth).toFixed(0)} MiB`;
+    const rows: Row[] = [
+      single(ID, "errors (streams, watchers, Stat)", envd.errors.length, "", { text: "0", met: envd.errors.length === 0 }, envd.errors.length ? envd.errors.slice(0, 3).join("; ") : note),
+      compared({ scenario: ID, metric: "Stat p50 under load, binary h2c", value: percentile(envd.bin.ms, 50), unit: "ms", baseline: percentile(envd.idleMs, 50), baselineLabel: "idle daemon, binary" }),
+      ...statRows(envd, idleP99, shape.commands),
+      // Why p99 is what it is: how busy the whole machine was. A saturated machine queues the
+      // server's thread behind the load generator and the commands.
+      single(ID, "machine CPU busy during the load (reference)", envd.machineBusy * 100, "%", undefined,
+        `all ${cpus().length} cores; daemon ${envd.cpu.toFixed(1)} s CPU, this bench process (the clients of ${shape.commands} streams, ${shape.watchers} watchers and the samplers) ${envd.ownCpu.toFixed(1)} s; the rest is the ${shape.commands} commands and the kernel`),
+      compared({
+        scenario: ID,
+        metric: "Stat p99 under load, binary h2c, sampled from the load's own thread (old method, reference)",
+        value: percentile(envd.same.ms, 99),
+        unit: "ms",
+        baseline: idleP99,
+        baselineLabel: "idle daemon, binary",
+        note: `${envd.same.ms.length} samples; counts the bench's own event-loop lag behind ${shape.commands} streams and ${shape.watchers} watchers`,
+      }),
+    ];
+    return rows;
   },
 };
