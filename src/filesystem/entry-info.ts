@@ -1,11 +1,10 @@
-import { lstat, realpath, stat } from "node:fs/promises";
 import { lstatSync, realpathSync, statSync, type BigIntStats } from "node:fs";
 import { basename } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EntryInfoSchema, FileType, type EntryInfo } from "../gen/filesystem/filesystem_pb.js";
-import { readMetadata, readMetadataSync } from "./xattr.js";
+import { readMetadataSync } from "./xattr.js";
 import { fsError, goError } from "./go-error.js";
 
 /** Turns uids and gids into names (decimal ids when unknown); UserDb satisfies it. */
@@ -99,15 +98,6 @@ export function describe(
   });
 }
 
-async function resolveTarget(path: string): Promise<Target | undefined> {
-  try {
-    const real = await realpath(path);
-    return { real, st: await stat(real, { bigint: true }) };
-  } catch {
-    return undefined;
-  }
-}
-
 function resolveTargetSync(path: string): Target | undefined {
   try {
     const real = realpathSync(path);
@@ -117,30 +107,26 @@ function resolveTargetSync(path: string): Target | undefined {
   }
 }
 
-/** EntryInfo of an already lstat-ed path (used by listings, which lstat in bulk). */
-export async function describePath(path: string, lst: BigIntStats, names: NameLookup): Promise<EntryInfo> {
-  const [target, metadata] = await Promise.all([
-    lst.isSymbolicLink() ? resolveTarget(path) : undefined,
-    readMetadata(path),
-  ]);
-  return describe(path, lst, target, metadata, names);
-}
-
 /** Synchronous describePath, for listings that describe entries in short synchronous batches. */
 export function describePathSync(path: string, lst: BigIntStats, names: NameLookup): EntryInfo {
   const target = lst.isSymbolicLink() ? resolveTargetSync(path) : undefined;
   return describe(path, lst, target, readMetadataSync(path), names);
 }
 
-/** EntryInfo of `path`; missing → not_found "file not found: ...", other failures → internal. */
-export async function entryInfo(path: string, names: NameLookup): Promise<EntryInfo> {
+/**
+ * EntryInfo of `path`; missing → not_found "file not found: ...", other failures → internal.
+ * Synchronous, like the listings: an lstat, at most a realpath and a stat for a symlink, and the
+ * xattr reads take microseconds on a local filesystem, while each thread-pool round trip costs
+ * a whole turn of the event loop, which under load is what a Stat waits for (three turns before).
+ */
+export function entryInfo(path: string, names: NameLookup): EntryInfo {
   let lst: BigIntStats;
   try {
-    lst = await lstat(path, { bigint: true });
+    lst = lstatSync(path, { bigint: true });
   } catch (err) {
     throw statError(err);
   }
-  return describePath(path, lst, names);
+  return describePathSync(path, lst, names);
 }
 
 /** Synchronous entryInfo: undefined when the path no longer exists (watch events omit the entry then). */

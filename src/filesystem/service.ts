@@ -19,7 +19,7 @@ export function createFilesystemService(deps: Deps): ServiceImpl<typeof Filesyst
   return {
     async stat(req, ctx) {
       const { path } = resolve(req.path, ctx);
-      return { entry: await entryInfo(path, deps.users) };
+      return { entry: entryInfo(path, deps.users) };
     },
     async makeDir(req, ctx) {
       const { user, path } = resolve(req.path, ctx);
