@@ -61,27 +61,27 @@ export class EventBuffer {
 
   /** Streaming: events as they come until ended or `signal` aborts; buffered events go out before a failure. */
   async *stream(signal: AbortSignal): AsyncGenerator<FilesystemEvent> {
-    for (;;) {
-      while (this.head < this.queue.length) {
-        const ev = this.queue[this.head];
-        this.queue[this.head++] = undefined as unknown as FilesystemEvent;
-        if (this.head > 4096 && this.head * 2 > this.queue.length) {
-          this.queue = this.queue.slice(this.head);
-          this.head = 0;
+    // One abort listener for the whole stream: adding and removing one per wait cost more than the event.
+    const onAbort = (): void => this.wake?.();
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      for (;;) {
+        while (this.head < this.queue.length) {
+          const ev = this.queue[this.head];
+          this.queue[this.head++] = undefined as unknown as FilesystemEvent;
+          if (this.head > 4096 && this.head * 2 > this.queue.length) {
+            this.queue = this.queue.slice(this.head);
+            this.head = 0;
+          }
+          yield ev;
         }
-        yield ev;
+        if (this.failure) throw this.failure;
+        if (this.ended || signal.aborted) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = undefined;
       }
-      if (this.failure) throw this.failure;
-      if (this.ended || signal.aborted) return;
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          signal.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        this.wake = done;
-        signal.addEventListener("abort", done, { once: true });
-      });
+    } finally {
+      signal.removeEventListener("abort", onAbort);
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { DescService } from "@bufbuild/protobuf";
+import { create, isMessage, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -8,6 +8,9 @@ import {
   type ConnectRouter,
   type ConnectRouterOptions,
   type HandlerContext,
+  type Interceptor,
+  type StreamRequest,
+  type StreamResponse,
   type ServiceImpl,
 } from "@connectrpc/connect";
 import {
@@ -17,7 +20,6 @@ import {
   encodeEnvelope,
   pipe,
   transformDecompressEnvelope,
-  transformInvokeImplementation,
   transformParseEnvelope,
   transformSplitEnvelope,
   untilFirst,
@@ -133,11 +135,12 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
         transformDecompressEnvelope(compression.request, opt.readMaxBytes),
         transformParseEnvelope(serialization.getI(type.binary), endStreamFlag),
       );
-      const invoke = transformInvokeImplementation(spec as Parameters<typeof transformInvokeImplementation>[0], context, opt.interceptors);
-      const messages = invoke(input as Parameters<typeof invoke>[0]);
+      const output = spec.method.output;
       const serializer = serialization.getO(type.binary);
-      const toFrame = (m: unknown): Frame => encode(m, type.binary) ?? { pieces: [encodeEnvelope(0, serializer.serialize(m as Parameters<typeof serializer.serialize>[0]))] };
-      const body = frames(messages, context, toFrame, (e) =>
+      // The implementation's messages may be plain objects (normalized here, as connect-es would).
+      const toFrame = (m: unknown): Frame =>
+        encode(m, type.binary) ?? { pieces: [encodeEnvelope(0, serializer.serialize((isMessage(m, output) ? m : create(output, m as MessageInitShape<typeof output>)) as Parameters<typeof serializer.serialize>[0]))] };
+      const body = frames(() => invokeServerStream(spec as ServerStreamSpec, context, input, opt.interceptors ?? []), context, toFrame, (e) =>
         encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: e })),
       );
       return { ...uResponseOk, body: await untilFirst(body), header: context.responseHeader };
@@ -154,6 +157,61 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
   return Object.assign(fact, { protocolName: standard.protocolName });
 }
 
+type ServerStreamSpec = MethodSpec & {
+  kind: "server_streaming";
+  impl: (req: unknown, ctx: HandlerContext) => AsyncIterable<unknown>;
+};
+
+/** What the interceptors and the implementation answered: headers, trailers and the messages. */
+interface InvokedStream {
+  header: Headers;
+  trailer: Headers;
+  message: AsyncIterable<unknown>;
+}
+
+/**
+ * connect-es's invokeStreamImplementation for a server-streaming method, without its
+ * generator layers: the interceptors run as there (same request and response shapes), and the
+ * implementation's messages are read as it yields them. connect-es wraps them in two
+ * down-levelled async generators, each costing every message another round of promises.
+ */
+async function invokeServerStream(spec: ServerStreamSpec, context: HandlerContext, input: AsyncIterable<unknown>, interceptors: Interceptor[]): Promise<InvokedStream> {
+  const service = spec.method.parent;
+  const common = { service, method: spec.method, header: context.responseHeader, trailer: context.responseTrailer };
+  const impl = async (req: StreamRequest): Promise<StreamResponse> => ({
+    ...common,
+    stream: true,
+    message: spec.impl(await single(req.message), { ...context, service: req.service, requestHeader: req.header, signal: req.signal, values: req.contextValues }),
+  } as StreamResponse);
+  let next = impl as (req: StreamRequest) => Promise<StreamResponse>;
+  for (const i of [...interceptors].reverse()) next = i(next as never) as never;
+  return next({
+    stream: true,
+    service,
+    method: spec.method,
+    requestMethod: context.requestMethod,
+    url: context.url,
+    signal: context.signal,
+    header: context.requestHeader,
+    contextValues: context.values,
+    message: input,
+  } as StreamRequest);
+}
+
+/** The one request message of a server-streaming call (protocol errors as connect-es words them). */
+async function single(messages: AsyncIterable<unknown>): Promise<unknown> {
+  const it = messages[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done === true) throw new ConnectError("protocol error: missing input message for server-streaming method", Code.Unimplemented);
+  const second = await it.next();
+  if (second.done !== true) throw new ConnectError("protocol error: received extra input message for server-streaming method", Code.Unimplemented);
+  return first.value;
+}
+
+function copyHeaders(from: Headers, to: Headers): void {
+  if (from !== to) from.forEach((value, key) => to.set(key, value));
+}
+
 /**
  * The response body: each message's frame pieces, then the end-of-stream frame carrying the
  * error (if any) and trailers. Leaving early (client gone, write error) closes the
@@ -165,7 +223,7 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
  * still waiting when the stream ends are dropped, never called.
  */
 async function* frames(
-  messages: AsyncIterable<unknown>,
+  invoke: () => Promise<InvokedStream>,
   context: HandlerContext & { abort(reason?: unknown): void },
   toFrame: (message: unknown) => Frame,
   endFrame: (error: ConnectError | undefined) => Uint8Array,
@@ -174,7 +232,9 @@ async function* frames(
   const flushed = context.values.get(flushedKey);
   let unsettled: (() => void)[] = [];
   try {
-    for await (const m of messages) {
+    const stream = await invoke();
+    copyHeaders(stream.header, context.responseHeader);
+    for await (const m of stream.message) {
       const { pieces, written } = toFrame(m);
       yield* pieces;
       if (written && flushed) unsettled.push(written);
@@ -184,6 +244,7 @@ async function* frames(
         for (const w of settle) w();
       }
     }
+    copyHeaders(stream.trailer, context.responseTrailer);
   } catch (e) {
     failure = e;
   } finally {
