@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <node_api.h>
 #include <uv.h>
+#include "spawn.h"
 #include <sys/inotify.h>
 #include <errno.h>
 #include <stdio.h>
@@ -447,6 +448,7 @@ static napi_value init(napi_env env, napi_value exports) {
   set_fn(env, exports, "pipe", js_pipe);
   set_fn(env, exports, "base64Encode", js_base64_encode);
   set_fn(env, exports, "base64Decode", js_base64_decode);
+  register_spawn(env, exports);
   napi_create_object(env, &c);
   set_u32(env, c, "IN_ACCESS", IN_ACCESS);
   set_u32(env, c, "IN_MODIFY", IN_MODIFY);

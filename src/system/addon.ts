@@ -14,6 +14,25 @@ export interface AddonExtras {
   base64Encode(src: Uint8Array, dst: Uint8Array, offset: number): number;
   /** Strict base64 decode of `src` into `dst`; the bytes written, or -1 (invalid, or dst too small). Bench client only. */
   base64Decode(src: Uint8Array, dst: Uint8Array): number;
+  /**
+   * Starts `file` (PATH-searched in `envp`) without forking envd (native/inotify/spawn.c); uid/gid
+   * -1 keep ours, cwd "" keeps ours; `fds` become the child's stdin/stdout/stderr. Returns the
+   * pid; throws an Error coded with the errno name when it cannot exec. `onExit` gets the exit
+   * code (-1 when killed) and the signal number (0 when it exited).
+   */
+  spawn(
+    file: string,
+    argv: string[],
+    envp: string[],
+    cwd: string,
+    uid: number,
+    gid: number,
+    fds: number[],
+    setsid: boolean,
+    onExit: (code: number, signal: number) => void,
+  ): number;
+  /** Whether spawned children can be watched here (pidfd_open, Linux ≥ 5.3). */
+  spawnSupported(): boolean;
 }
 
 const found = new Map<keyof AddonExtras, unknown>();

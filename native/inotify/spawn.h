@@ -1,0 +1,8 @@
+/* Process spawning without fork (spawn.c), registered on the addon's exports by inotify.c's init. */
+#ifndef ENVD_SPAWN_H
+#define ENVD_SPAWN_H
+#include <node_api.h>
+
+void register_spawn(napi_env env, napi_value exports);
+
+#endif
