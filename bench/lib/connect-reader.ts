@@ -3,6 +3,36 @@ import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { StartRequestSchema, StartResponseSchema } from "../../src/gen/process/process_pb.js";
 import { addonExtra } from "../../src/system/addon.js";
 
+/** Longest protobuf prefix of a data event: three tags and three 5-byte varints. */
+const DATA_PREFIX_MAX = 18;
+
+function varint(b: Buffer, pos: number): [number, number] | undefined {
+  let n = 0;
+  for (let shift = 0, i = pos; i < b.length && shift < 35; i++, shift += 7) {
+    n += (b[i] & 0x7f) * 2 ** shift;
+    if (b[i] < 0x80) return [n, i + 1];
+  }
+  return undefined;
+}
+
+/**
+ * Decodes the head of a binary StartResponse message of `len` bytes when it is a data event:
+ * `event` (field 1) holding `data` (field 2) holding `stdout|stderr|pty` (fields 1-3), every
+ * length consistent with `len`. Returns the prefix size and the payload size, "more" when too
+ * few bytes are here to tell, or undefined for any other message (decoded whole by protobuf-es).
+ */
+function dataPrefix(m: Buffer, len: number): { prefix: number; payload: number } | "more" | undefined {
+  if (m.length < Math.min(len, DATA_PREFIX_MAX)) return "more";
+  if (m[0] !== 0x0a) return undefined;
+  const event = varint(m, 1);
+  if (!event || event[1] + event[0] !== len || m[event[1]] !== 0x12) return undefined;
+  const data = varint(m, event[1] + 1);
+  if (!data || data[1] + data[0] !== len || ![0x0a, 0x12, 0x1a].includes(m[data[1]])) return undefined;
+  const payload = varint(m, data[1] + 1);
+  if (!payload || payload[1] + payload[0] !== len) return undefined;
+  return { prefix: payload[1], payload: payload[0] };
+}
+
 const STDOUT_HEAD = Buffer.from(`{"event":{"data":{"stdout":"`);
 const STDOUT_TAIL = Buffer.from(`"}}}`);
 
@@ -43,7 +73,8 @@ export interface LeanOutcome {
 
 /**
  * A lean Connect client for Process.Start over HTTP/1.1: it splits frames itself and decodes
- * every one (binary: protobuf-es fromBinary, which references the payload; JSON: JSON.parse
+ * every one (binary: data events by their protobuf framing, tags and lengths checked and the
+ * payload counted as it arrives without joining it, other messages by protobuf-es; JSON: JSON.parse
  * and Buffer's base64; stdout messages in the daemon's exact compact shape skip JSON.parse and
  * are decoded by our addon's strict base64 decoder), checking shapes and counting stdout bytes. It measures what the
  * daemon can stream when the client is not the bottleneck: connect-node's own reader costs
@@ -93,13 +124,52 @@ export function leanStart(baseUrl: string, cmd: string, args: string[], binary: 
             out.bytes += Buffer.from(ev.data.stdout, "base64").length;
           } else if (ev.end) out.exitCode = ev.end.exitCode ?? 0;
         };
+        // Payload bytes of a binary data frame still to come: counted and dropped as they arrive.
+        let skip = 0;
+        // The first n bytes (fewer if fewer are here), joining only the chunks they span.
+        const peek = (n: number): Buffer => {
+          if (pending[0].length >= n || pending.length === 1) return pending[0].subarray(0, n);
+          const parts: Buffer[] = [];
+          for (let got = 0, i = 0; got < n && i < pending.length; got += pending[i++].length) parts.push(pending[i]);
+          return Buffer.concat(parts).subarray(0, n);
+        };
+        const drop = (n: number): void => {
+          have -= n;
+          while (n > 0) {
+            if (pending[0].length <= n) n -= pending.shift()!.length;
+            else {
+              pending[0] = pending[0].subarray(n);
+              n = 0;
+            }
+          }
+        };
         res.on("data", (chunk: Buffer) => {
+          if (skip > 0) {
+            const n = Math.min(skip, chunk.length);
+            skip -= n;
+            if (n === chunk.length) return;
+            chunk = chunk.subarray(n);
+          }
           pending.push(chunk);
           have += chunk.length;
           try {
             while (have >= 5) {
-              const first = pending[0].length >= 5 ? pending[0] : Buffer.concat(pending);
+              const first = peek(5 + DATA_PREFIX_MAX);
               const len = first.readUInt32BE(1);
+              if (binary && first[0] === 0) {
+                const d = dataPrefix(first.subarray(5), len);
+                if (d === "more") break;
+                if (d) {
+                  // A data event: its protobuf framing checked, its payload counted, not copied.
+                  out.frames++;
+                  out.bytes += d.payload;
+                  drop(5 + d.prefix);
+                  const here = Math.min(have, d.payload);
+                  drop(here);
+                  skip = d.payload - here;
+                  continue;
+                }
+              }
               if (have < 5 + len) break;
               const all = pending.length === 1 ? pending[0] : Buffer.concat(pending);
               frame(all[0], all.subarray(5, 5 + len));
