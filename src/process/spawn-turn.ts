@@ -1,25 +1,18 @@
 /**
- * Spawning blocks the event loop until the child has exec'd (libuv forks and waits on a
- * pipe), several ms from a daemon-sized process and more on a loaded machine. Without a
- * gate, a burst of Starts whose preparation finishes together spawns back to back in one
- * turn of the loop and stalls every other request for the whole burst. Callers of
- * `spawnTurn()` spawn one after another within a turn only until its budget is used, then
- * wait for the next turn, so the I/O of other requests runs in between. The budget is
- * SPAWN_BUDGET_MS, or as long as the loop spent on other work since the last spawn if that
- * is longer (up to MAX_BUDGET_MS): spawning then takes at most about half of a busy loop, so
- * a burst of Starts neither stalls other requests for long nor crawls behind them.
+ * A spawn blocks the event loop until the child has exec'd: ~0.25 ms with the addon's fork-free
+ * spawn, several ms when Node forks the daemon, plus the Start's own preparation. Without a gate,
+ * a burst of Starts whose preparation finishes together spawns back to back in one turn of the
+ * loop and stalls every other request for the whole burst. Callers of `spawnTurn()` spawn one
+ * after another within a turn only until SPAWN_BUDGET_MS is used, then wait for the next turn,
+ * so the I/O of other requests (a Stat, the output of running processes) runs in between: a
+ * burst costs other requests at most one budget of delay per turn.
  */
 export const SPAWN_BUDGET_MS = 8;
-
-/** The most a turn may spend spawning however busy the rest of the loop is. */
-const MAX_BUDGET_MS = 50;
 
 const waiting: (() => void)[] = [];
 let scheduled = false;
 let turnStart = 0;
-let budget = SPAWN_BUDGET_MS;
 let lastSpawnEnd = -Infinity;
-let carryOver = false;
 
 /**
  * Resolves when this caller may spawn (spawn synchronously right after it resolves). When no
@@ -38,9 +31,6 @@ export function spawnTurn(): Promise<void> {
 
 function release(): void {
   turnStart = performance.now();
-  // Continuing a burst: match the time the loop spent on other work since the last spawn.
-  budget = carryOver ? Math.min(MAX_BUDGET_MS, Math.max(SPAWN_BUDGET_MS, turnStart - lastSpawnEnd)) : SPAWN_BUDGET_MS;
-  carryOver = false;
   grant();
 }
 
@@ -56,10 +46,7 @@ function grant(): void {
   queueMicrotask(() => {
     lastSpawnEnd = performance.now();
     if (waiting.length === 0) scheduled = false;
-    else if (lastSpawnEnd - turnStart < budget) grant();
-    else {
-      carryOver = true;
-      setImmediate(release);
-    }
+    else if (lastSpawnEnd - turnStart < SPAWN_BUDGET_MS) grant();
+    else setImmediate(release);
   });
 }
