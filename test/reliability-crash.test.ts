@@ -64,6 +64,19 @@ function slowUpload(d: Daemon, way: number, path: string, content: Buffer, h2: h
   });
 }
 
+/**
+ * SHA-256 of a file's content, or "absent". Read in one step: the daemon's restart sweep may
+ * remove a partial new file between an existsSync and a read.
+ */
+function contentSha(path: string): string {
+  try {
+    return sha(readFileSync(path));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return "absent";
+    throw err;
+  }
+}
+
 test("SIGKILL during uploads: the restarted daemon serves at once; targets are old or whole, nothing partial", async (t) => {
   const runDir = mkdtempSync(join(tmpdir(), "envd-crash-run-"));
   const dir = mkdtempSync(join(tmpdir(), "envd-crash-files-"));
@@ -100,7 +113,7 @@ test("SIGKILL during uploads: the restarted daemon serves at once; targets are o
       // Kill at a random moment once uploads are on disk (temp files or partial targets).
       const inFlight = () =>
         readdirSync(dir).filter((n) => n.includes(".envd-upload.")).length +
-        [...allowed].filter(([p, ok]) => existsSync(p) && !ok.has(sha(readFileSync(p)))).length;
+        [...allowed].filter(([p, ok]) => { const now = contentSha(p); return now !== "absent" && !ok.has(now); }).length;
       for (let i = 0; i < 100 && inFlight() === 0; i++) await sleep(10);
       await sleep(rng.int(80));
       partialAtKill += inFlight();
@@ -117,19 +130,19 @@ test("SIGKILL during uploads: the restarted daemon serves at once; targets are o
       let leftovers: string[] = [];
       for (let i = 0; i < 50; i++) {
         leftovers = readdirSync(dir).filter((n) => n.includes(".envd-upload.") || !/^t\d+\.bin$/.test(n));
-        const torn = [...allowed].filter(([p, ok]) => !ok.has(existsSync(p) ? sha(readFileSync(p)) : "absent"));
+        const torn = [...allowed].filter(([p, ok]) => !ok.has(contentSha(p)));
         if (leftovers.length === 0 && torn.length === 0) break;
         await sleep(100);
       }
       assert.deepEqual(leftovers, [], `seed ${seed}: temp or stray files after restart`);
       for (const [path, ok] of allowed) {
-        const now = existsSync(path) ? sha(readFileSync(path)) : "absent";
+        const now = contentSha(path);
         assert.ok(ok.has(now), `seed ${seed}: ${path} is neither its old content nor a complete upload (partial file)`);
       }
       // Settle the targets' "old content" for the next round.
       for (const [path, ok] of allowed) {
         ok.clear();
-        ok.add(existsSync(path) ? sha(readFileSync(path)) : "absent");
+        ok.add(contentSha(path));
       }
     }
     t.diagnostic(`time from restart to the first /health 204 (ms): ${restartMs.join(", ")}; partial files at the kills: ${partialAtKill}`);
