@@ -150,15 +150,16 @@ test("slabs: a slab is reused only when full and released by every holder", () =
   assert.ok(views.every((v) => v.buffer === views[0].buffer), "eight reads fill one slab");
   const group = r.drain();
   assert.equal(group.reads.length, 9);
-  group.lease.hold(2); // two subscribers queued the events
+  assert.ok(group.lease, "slab reads come with a lease");
+  group.lease!.hold(2); // two subscribers queued the events
   group.published();
   const next = r.buffer(); // the full slab is retired, a fresh one offered
   assert.notEqual(next.buffer, views[0].buffer);
   const pooled = freeSlabCount();
-  group.lease.release();
+  group.lease!.release();
   assert.equal(freeSlabCount(), pooled, "still held by one subscriber");
   views.forEach((v, i) => assert.ok(v.every((x) => x === i), "views untouched while held"));
-  group.lease.release();
+  group.lease!.release();
   assert.equal(freeSlabCount(), pooled + 1, "released by both: back in the pool");
   r.close();
 });
@@ -179,5 +180,8 @@ test("slabs: a quiet turn leaves the slab, which an unpublished read still holds
   g.published();
   assert.equal(freeSlabCount(), pooled + 1);
   assert.ok(g.lease instanceof Lease);
+  r.buffer();
+  r.took(10);
+  assert.equal(r.drain().lease, undefined, "copies only: no lease");
   r.close();
 });

@@ -60,10 +60,10 @@ export class Lease {
   }
 }
 
-/** Reads of one pipe in arrival order (views of slabs or copies), with the lease on the slabs. */
+/** Reads of one pipe in arrival order (views of slabs or copies), with the lease on the slabs (none when all are copies). */
 export interface SlabReads {
   reads: Buffer[];
-  lease: Lease;
+  lease: Lease | undefined;
   /** Drops the reads' own hold: call once the events built from them are queued. */
   published(): void;
 }
@@ -147,6 +147,8 @@ export class SlabReader {
     this.reads = [];
     this.slabs = [];
     this.bytes = 0;
+    // Copies only (a quiet pipe): no lease, so the events take the plain single-read shape.
+    if (slabs.length === 0) return { reads, lease: undefined, published: () => undefined };
     return { reads, lease: new Lease(slabs), published: () => slabs.forEach((s) => unref(s, 1)) };
   }
 

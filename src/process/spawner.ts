@@ -19,7 +19,7 @@ export interface Child {
   readonly outputs: [Readable, OutputKind, SlabReader | undefined][];
   /** Called once, when the child was reaped. */
   onExit(cb: (code: number | null, signal: NodeJS.Signals | null) => void): void;
-  /** Lets the event loop end while the child runs (daemon shutdown). */
+  /** Lets the event loop end while the child runs (daemon shutdown; a no-op for the native spawn, whose exit watcher stays: the daemon exits explicitly). */
   unref(): void;
 }
 
