@@ -7,6 +7,7 @@ import type { Deps } from "./deps.js";
 import { UserDb } from "./auth/users.js";
 import { SandboxState } from "./system/state.js";
 import { createLogger, type Logger } from "./http/log.js";
+import { serviceEntry } from "./http/fast-unary.js";
 import { createHandler } from "./http/handler.js";
 import { Server } from "./http/server.js";
 import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
@@ -14,7 +15,6 @@ import { Process } from "./gen/process/process_pb.js";
 import { createFilesystemService } from "./filesystem/service.js";
 import { createProcessService } from "./process/service.js";
 import { processEventFrame } from "./process/frames.js";
-import { serviceWithFrames } from "./http/framed-stream.js";
 import { filesRoutes } from "./files/routes.js";
 import { systemRoutes } from "./system/routes.js";
 import { initRoute } from "./system/init.js";
@@ -52,11 +52,11 @@ export async function startApp(config: Config, version: string): Promise<App> {
       initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version }),
       ...filesRoutes(deps),
     ],
-    rpc: (router, options) => {
-      router.service(Filesystem, fs);
+    services: [
+      serviceEntry(Filesystem, fs),
       // Output streams leave as hand-written frames (zero-copy binary, one base64 pass for JSON).
-      serviceWithFrames(router, options, Process, proc, processEventFrame);
-    },
+      { ...serviceEntry(Process, proc), frames: processEventFrame },
+    ],
   });
   const server = new Server(handler);
   const port = await server.listen(config.port, config.host);

@@ -27,6 +27,7 @@ import {
   uResponseOk,
   uResponseUnsupportedMediaType,
   validateUniversalHandlerOptions,
+  type Compression,
   type UniversalHandler,
   type UniversalServerRequest,
   type UniversalServerResponse,
@@ -80,19 +81,60 @@ export function serviceWithFrames<S extends DescService>(
   service: S,
   impl: Partial<ServiceImpl<S>>,
   encode: FrameEncoder,
+  calls?: Map<string, FramedMethod>,
 ): void {
   const opt = { ...options, ...validateUniversalHandlerOptions(options) };
-  const protocols = [grpcFactory(opt), grpcWebFactory(opt), framedConnectFactory(opt, encode)];
+  const protocols = [grpcFactory(opt), grpcWebFactory(opt), framedConnectFactory(opt, encode, calls)];
   router.handlers.push(...createUniversalServiceHandlers(createServiceImplSpec(service, impl), protocols));
 }
 
-function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>, encode: FrameEncoder): HandlerFactory {
+/**
+ * A framed server-streaming method: `call` gives the response body (frames) of one call, from
+ * its context, its codec, and the request body's bytes (one enveloped message).
+ */
+export interface FramedMethod {
+  spec: ServerStreamSpec;
+  call: (context: FramedContext, binary: boolean, body: AsyncIterable<Uint8Array>, compression: Compression | null) => AsyncGenerator<Uint8Array>;
+  /** The same call, its request message parsed (when it is read) from the payload of its envelope. */
+  callWithPayload: (context: FramedContext, binary: boolean, payload: Uint8Array) => AsyncGenerator<Uint8Array>;
+}
+
+type FramedContext = HandlerContext & { abort(reason?: unknown): void };
+
+function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>, encode: FrameEncoder, calls?: Map<string, FramedMethod>): HandlerFactory {
   const standard = connectFactory(opt);
   const endStream = createEndStreamSerialization(opt.jsonOptions);
   const fact = (spec: MethodSpec) => {
     const generic = standard(spec);
     if (spec.kind !== "server_streaming" || opt.requireConnectProtocolHeader) return generic;
     const serialization = createMethodSerializationLookup(spec.method, opt.binaryOptions, opt.jsonOptions, opt);
+    const output = spec.method.output;
+    const run = (context: FramedContext, binary: boolean, input: AsyncIterable<unknown>): AsyncGenerator<Uint8Array> => {
+      const serializer = serialization.getO(binary);
+      // The implementation's messages may be plain objects (normalized here, as connect-es would).
+      const toFrame = (m: unknown): Frame =>
+        encode(m, binary) ?? { pieces: [encodeEnvelope(0, serializer.serialize((isMessage(m, output) ? m : create(output, m as MessageInitShape<typeof output>)) as Parameters<typeof serializer.serialize>[0]))] };
+      return frames(() => invokeServerStream(spec as ServerStreamSpec, context, input, opt.interceptors ?? []), context, toFrame, (e) =>
+        encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: e })),
+      );
+    };
+    const call: FramedMethod["call"] = (context, binary, body, compression) =>
+      run(
+        context,
+        binary,
+        pipe(
+          body,
+          transformSplitEnvelope(opt.readMaxBytes),
+          transformDecompressEnvelope(compression, opt.readMaxBytes),
+          transformParseEnvelope(serialization.getI(binary), endStreamFlag),
+        ),
+      );
+    // A parse error surfaces where connect-es raises it: when the implementation reads its request.
+    const callWithPayload: FramedMethod["callWithPayload"] = (context, binary, payload) =>
+      run(context, binary, (async function* () {
+        yield serialization.getI(binary).parse(payload);
+      })());
+    calls?.set(generic.requestPath, { spec: spec as ServerStreamSpec, call, callWithPayload });
 
     const handle = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
       const type = parseContentType(req.header.get(headerContentType));
@@ -129,20 +171,7 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
         if (timeout.error) throw timeout.error;
         yield* req.body as AsyncIterable<Uint8Array>;
       };
-      const input = pipe(
-        checked(),
-        transformSplitEnvelope(opt.readMaxBytes),
-        transformDecompressEnvelope(compression.request, opt.readMaxBytes),
-        transformParseEnvelope(serialization.getI(type.binary), endStreamFlag),
-      );
-      const output = spec.method.output;
-      const serializer = serialization.getO(type.binary);
-      // The implementation's messages may be plain objects (normalized here, as connect-es would).
-      const toFrame = (m: unknown): Frame =>
-        encode(m, type.binary) ?? { pieces: [encodeEnvelope(0, serializer.serialize((isMessage(m, output) ? m : create(output, m as MessageInitShape<typeof output>)) as Parameters<typeof serializer.serialize>[0]))] };
-      const body = frames(() => invokeServerStream(spec as ServerStreamSpec, context, input, opt.interceptors ?? []), context, toFrame, (e) =>
-        encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: e })),
-      );
+      const body = call(context, type.binary, checked(), compression.request);
       return { ...uResponseOk, body: await untilFirst(body), header: context.responseHeader };
     };
     return Object.assign(handle, {
@@ -157,7 +186,7 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
   return Object.assign(fact, { protocolName: standard.protocolName });
 }
 
-type ServerStreamSpec = MethodSpec & {
+export type ServerStreamSpec = MethodSpec & {
   kind: "server_streaming";
   impl: (req: unknown, ctx: HandlerContext) => AsyncIterable<unknown>;
 };

@@ -4,7 +4,9 @@ import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connect
 import { createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
 import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
-import { flushedKey } from "./framed-stream.js";
+import { createFastUnary, type ServiceEntry } from "./fast-unary.js";
+import { createFastStream } from "./fast-stream.js";
+import { flushedKey, serviceWithFrames, type FrameEncoder, type FramedMethod } from "./framed-stream.js";
 import { legacyInterceptor } from "./legacy.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
@@ -19,15 +21,15 @@ const UNAUTHORIZED = "unauthorized access, please provide a valid access token o
 export interface HandlerParts {
   deps: Deps;
   routes: Route[];
-  /** Registers the services; `options` are the router's own (interceptors, limits, shutdown). */
-  rpc: (router: ConnectRouter, options: ConnectRouterOptions) => void;
+  /** The RPC services; those with `frames` answer uncompressed Connect streams with its frames. */
+  services: (ServiceEntry & { frames?: FrameEncoder })[];
   shutdownSignal: AbortSignal;
 }
 
 let operationId = 0;
 
 /** Builds the one request handler: CORS → token gate → plain routes or Connect, with one access-log line. */
-export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerParts): (req: Req, res: Res) => void {
+export function createHandler({ deps, routes, services, shutdownSignal }: HandlerParts): (req: Req, res: Res) => void {
   const records = new WeakMap<Req, RequestRecord>();
   const responses = new WeakMap<Req, Res>();
   const table = new Map<string, Route[]>();
@@ -43,16 +45,26 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
     compressMinBytes: 64 * 1024,
     shutdownSignal,
   };
+  const framed = new Map<string, FramedMethod>();
+  const register = (router: ConnectRouter): void => {
+    for (const { service, impl, frames } of services) {
+      if (frames) serviceWithFrames(router, routerOptions, service, impl, frames, framed);
+      else router.service(service, impl);
+    }
+  };
+  const contextValues = (req: Req) => {
+    const res = responses.get(req);
+    // writableLength counts what the response and its socket (or HTTP/2 stream) still buffer.
+    return createContextValues()
+      .set(recordKey, records.get(req))
+      .set(flushedKey, res && (() => res.writableLength === 0));
+  };
+  const fastUnary = createFastUnary(routerOptions, services);
+  const fastStream = createFastStream(routerOptions, framed);
   const connect = connectNodeAdapter({
     ...routerOptions,
-    routes: (router) => rpc(router, routerOptions),
-    contextValues: (req) => {
-      const res = responses.get(req);
-      // writableLength counts what the response and its socket (or HTTP/2 stream) still buffer.
-      return createContextValues()
-        .set(recordKey, records.get(req))
-        .set(flushedKey, res && (() => res.writableLength === 0));
-    },
+    routes: register,
+    contextValues,
     fallback: (_req, res) => {
       res.writeHead(404, { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" });
       res.end("404 page not found\n");
@@ -96,7 +108,9 @@ export function createHandler({ deps, routes, rpc, shutdownSignal }: HandlerPart
     responses.set(req, res);
     releaseUnreadBody(req, res);
     failWritesOnClose(res);
-    connect(req, res);
+    // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
+    const values = contextValues(req);
+    if (!fastUnary(req, res, values) && !fastStream(req, res, values)) connect(req, res);
   };
 }
 

@@ -1,0 +1,121 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ContextValues, type HandlerContext } from "@connectrpc/connect";
+import { headerContentType } from "@connectrpc/connect/protocol-connect";
+
+// Node-level pieces of the fast Connect paths (fast-unary.ts, fast-stream.ts): what connect-node
+// does per call with its universal request and response objects, done on Node's own.
+
+export type Req = IncomingMessage | Http2ServerRequest;
+export type Res = ServerResponse | Http2ServerResponse;
+
+/** The part of a method's implementation spec a context is built from. */
+export interface CallSpec {
+  method: DescMethod;
+}
+
+/**
+ * The reason the context's signal carries once the call is over, shared: aborting without one
+ * builds a DOMException with a stack trace per call, for listeners that are being torn down.
+ */
+export const CALL_DONE = new ConnectError("the call has ended", Code.Canceled);
+
+export type CallContext = HandlerContext & { abort(reason?: unknown): void };
+
+/**
+ * The call's HandlerContext, as connect-es's createHandlerContext builds it but with one
+ * AbortController: aborted by the deadline (connect-es's words), the daemon's shutdown (its
+ * reason), the client leaving, or the end of the call (CALL_DONE). connect-es links three
+ * controllers and copies the request headers again for every call.
+ */
+export function callContext(spec: CallSpec, requestHeader: Headers, path: string, timeoutMs: number | undefined, shutdown: AbortSignal | undefined, values: ContextValues, contentType: string): CallContext {
+  const controller = new AbortController();
+  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const timer = timeoutMs === undefined ? undefined : setTimeout(() => abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+  const onShutdown = (): void => abort(shutdown?.reason);
+  function abort(reason?: unknown): void {
+    clearTimeout(timer);
+    shutdown?.removeEventListener("abort", onShutdown);
+    if (!controller.signal.aborted) controller.abort(reason ?? CALL_DONE);
+  }
+  if (shutdown?.aborted) abort(shutdown.reason);
+  else shutdown?.addEventListener("abort", onShutdown);
+  return {
+    ...spec,
+    service: spec.method.parent,
+    requestMethod: "POST",
+    protocolName: "connect",
+    url: `http://${requestHeader.get("host") ?? "localhost"}${path}`,
+    signal: controller.signal,
+    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
+    requestHeader,
+    responseHeader: new Headers({ [headerContentType]: contentType }),
+    responseTrailer: new Headers(),
+    values,
+    abort,
+  };
+}
+
+/** The request body's chunks, read until its end or until more than `max` bytes came. */
+export function bodyChunks(req: Req, max: number): Promise<Buffer[]> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let count = 0;
+    const settle = (err?: Error): void => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", settle);
+      req.off("close", onClose);
+      if (err) reject(new ConnectError(`failed to read the request body: ${err.message}`, Code.Aborted));
+      else resolve(chunks);
+    };
+    const onEnd = (): void => settle();
+    // A client that leaves mid-body: HTTP/2 requests only close.
+    const onClose = (): void => settle(new Error("the client closed the request"));
+    const onData = (chunk: Buffer): void => {
+      chunks.push(chunk);
+      count += chunk.length;
+      // readAllBytes words the limit error; the rest of the body is left to the HTTP layer.
+      if (count > max) {
+        req.pause();
+        settle();
+      }
+    };
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("error", settle);
+    req.once("close", onClose);
+  });
+}
+
+export async function* iterate(chunks: Buffer[]): AsyncGenerator<Uint8Array> {
+  yield* chunks;
+}
+
+/** A request header by its name in any case (connect-es spells them "Content-Type"). */
+export function header(req: Req, name: string): string | null {
+  const v = req.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v.join(", ") : (v ?? null);
+}
+
+/** Node's request headers as web Headers, pseudo-headers left out (as connect-node does). */
+export function webHeaders(req: Req): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    if (Array.isArray(v)) for (const e of v) h.append(k, e);
+    else h.append(k, String(v));
+  }
+  return h;
+}
+
+/** Web Headers as a Node header object; repeated names (Set-Cookie) become arrays. */
+export function nodeHeaders(h: Headers): Record<string, string | string[]> {
+  const o: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
+  h.forEach((value, key) => {
+    const prev = o[key];
+    o[key] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
+  });
+  return o;
+}

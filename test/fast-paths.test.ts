@@ -1,0 +1,273 @@
+// Plain Connect calls (unary, and the framed server streams) are answered on the daemon's own
+// fast paths (src/http/fast-unary.ts, fast-stream.ts); everything else goes through connect-node.
+// Both must say the same thing: the same call answered on both paths (the fast path is turned
+// off by compressing the request) gives the same status, headers and bytes. And the fast paths
+// must take exactly the requests they are meant for.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import http2 from "node:http2";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import { create, fromBinary, fromJsonString, toBinary, toJsonString, type DescMessage } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouterOptions } from "@connectrpc/connect";
+import { Filesystem, StatRequestSchema, StatResponseSchema, ListDirRequestSchema, MakeDirRequestSchema } from "../src/gen/filesystem/filesystem_pb.js";
+import { StartRequestSchema, StartResponseSchema } from "../src/gen/process/process_pb.js";
+import { createFastUnary, serviceEntry } from "../src/http/fast-unary.js";
+import { createFastStream } from "../src/http/fast-stream.js";
+import type { FramedMethod } from "../src/http/framed-stream.js";
+import { createContextValues } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { startDaemon, type Daemon } from "./helpers/daemon.js";
+import { envelope, h2Exchange, httpExchange, parseEnvelopes, type Answer } from "./helpers/fuzz.js";
+
+let d: Daemon;
+let dir: string;
+let h2: http2.ClientHttp2Session;
+const AUTH = { authorization: `Basic ${Buffer.from("root:").toString("base64")}` };
+
+before(async () => {
+  dir = join("/tmp", `envd-fast-paths-${process.pid}`);
+  mkdirSync(join(dir, "sub"), { recursive: true });
+  writeFileSync(join(dir, "a.txt"), "alpha");
+  d = await startDaemon();
+  h2 = http2.connect(d.url);
+});
+
+after(async () => {
+  h2?.close();
+  await d?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * What must match between the two paths: status, headers but the date, body bytes. A compressed
+ * stream request makes connect-node declare the same compression for the response stream (its
+ * frames below compressMinBytes still leave uncompressed): that header is the one difference.
+ */
+function comparable(a: Answer): { status: number; headers: Record<string, string>; body: string } {
+  const { date: _date, "connect-content-encoding": _encoding, ...headers } = a.headers;
+  return { status: a.status, headers, body: a.body.toString("latin1") };
+}
+
+function exchange(transport: "h1" | "h2", path: string, headers: Record<string, string>, body: Uint8Array): Promise<Answer> {
+  return transport === "h1" ? httpExchange(`${d.url}${path}`, { headers: { ...AUTH, ...headers }, body }) : h2Exchange(h2, path, { ...AUTH, ...headers }, body);
+}
+
+const UNARY: { name: string; path: string; schema: DescMessage; init: () => object; raw?: string }[] = [
+  { name: "Stat of a file", path: "/filesystem.Filesystem/Stat", schema: StatRequestSchema, init: () => ({ path: join(dir, "a.txt") }) },
+  { name: "Stat of a missing path (not_found)", path: "/filesystem.Filesystem/Stat", schema: StatRequestSchema, init: () => ({ path: join(dir, "nope") }) },
+  { name: "ListDir", path: "/filesystem.Filesystem/ListDir", schema: ListDirRequestSchema, init: () => ({ path: dir, depth: 2 }) },
+  { name: "MakeDir of an existing dir (already_exists)", path: "/filesystem.Filesystem/MakeDir", schema: MakeDirRequestSchema, init: () => ({ path: join(dir, "sub") }) },
+  { name: "Stat with a body that does not parse", path: "/filesystem.Filesystem/Stat", schema: StatRequestSchema, init: () => ({}), raw: '{"path": ' },
+  { name: "Stat with an unknown field", path: "/filesystem.Filesystem/Stat", schema: StatRequestSchema, init: () => ({}), raw: '{"path":"/tmp","bogus":1}' },
+];
+
+for (const transport of ["h1", "h2"] as const) {
+  for (const binary of [false, true]) {
+    test(`unary ${transport} ${binary ? "binary" : "JSON"}: the fast path answers as connect-node does`, async () => {
+      for (const c of UNARY) {
+        if (c.raw && binary) continue;
+        const msg = create(c.schema, c.init() as Record<string, unknown>);
+        const body = c.raw ? Buffer.from(c.raw) : binary ? Buffer.from(toBinary(c.schema, msg)) : Buffer.from(toJsonString(c.schema, msg));
+        const type = { "content-type": binary ? "application/proto" : "application/json" };
+        const fast = await exchange(transport, c.path, type, body);
+        const generic = await exchange(transport, c.path, { ...type, "content-encoding": "gzip" }, gzipSync(body));
+        assert.deepEqual(comparable(fast), comparable(generic), `${c.name}`);
+        assert.ok(fast.status === 200 || /"code":"[a-z_]+"/.test(fast.body.toString()), `${c.name}: ${fast.status} ${fast.body.toString()}`);
+      }
+    });
+  }
+}
+
+test("unary: a Stat answered on the fast path carries the entry, for JSON and binary", async () => {
+  const path = join(dir, "a.txt");
+  const json = await exchange("h1", "/filesystem.Filesystem/Stat", { "content-type": "application/json" }, Buffer.from(JSON.stringify({ path })));
+  assert.equal(json.status, 200);
+  assert.equal(fromJsonString(StatResponseSchema, json.body.toString()).entry?.size, 5n);
+  const bin = await exchange("h2", "/filesystem.Filesystem/Stat", { "content-type": "application/proto" }, toBinary(StatRequestSchema, create(StatRequestSchema, { path })));
+  assert.equal(bin.status, 200);
+  assert.equal(fromBinary(StatResponseSchema, bin.body).entry?.name, "a.txt");
+});
+
+/** The events of a Start answer, pids zeroed (the two calls start two processes). */
+function startEvents(a: Answer, binary: boolean): unknown[] {
+  return parseEnvelopes(a.body).map(({ flags, data }) => {
+    assert.equal(flags & 1, 0, "small frames leave uncompressed");
+    if (flags & 2) return { end: JSON.parse(data.toString()) as unknown };
+    const m = binary ? fromBinary(StartResponseSchema, data) : fromJsonString(StartResponseSchema, data.toString());
+    if (m.event?.event.case === "start") m.event.event.value.pid = 0;
+    return JSON.parse(toJsonString(StartResponseSchema, m)) as unknown;
+  });
+}
+
+for (const transport of ["h1", "h2"] as const) {
+  for (const binary of [false, true]) {
+    test(`Start ${transport} ${binary ? "binary" : "JSON"}: the fast path streams what connect-node streams`, async () => {
+      const req = create(StartRequestSchema, { process: { cmd: "/bin/sh", args: ["-c", "echo out; echo err >&2; exit 3"] } });
+      const payload = binary ? Buffer.from(toBinary(StartRequestSchema, req)) : Buffer.from(toJsonString(StartRequestSchema, req));
+      const type = { "content-type": `application/connect+${binary ? "proto" : "json"}` };
+      const fast = await exchange(transport, "/process.Process/Start", type, envelope(0, payload));
+      const generic = await exchange(transport, "/process.Process/Start", { ...type, "connect-content-encoding": "gzip" }, envelope(1, gzipSync(payload)));
+      assert.equal(fast.status, 200);
+      assert.deepEqual({ ...comparable(fast), body: "" }, { ...comparable(generic), body: "" });
+      assert.equal(generic.headers["connect-content-encoding"], "gzip", "the request compression turned the fast path off");
+      assert.equal(fast.headers["connect-content-encoding"], undefined);
+      const events = startEvents(fast, binary);
+      assert.deepEqual(events, startEvents(generic, binary));
+      const text = JSON.stringify(events);
+      assert.match(text, /"exitCode":3/);
+      assert.match(text, new RegExp(`"stdout":"${Buffer.from("out\n").toString("base64")}"`));
+      assert.match(text, new RegExp(`"stderr":"${Buffer.from("err\n").toString("base64")}"`));
+    });
+  }
+}
+
+test("Start: a broken request envelope ends the stream with connect-es's own error on both paths", async () => {
+  const payload = Buffer.from(toJsonString(StartRequestSchema, create(StartRequestSchema, { process: { cmd: "/bin/true" } })));
+  const type = { "content-type": "application/connect+json" };
+  const cases: [string, Buffer][] = [
+    ["length longer than the body", envelope(0, payload, payload.length + 10)],
+    ["two messages", Buffer.concat([envelope(0, payload), envelope(0, payload)])],
+    ["a payload that does not parse", envelope(0, "{not json")],
+    ["no message at all", Buffer.alloc(0)],
+  ];
+  for (const [name, body] of cases) {
+    const fast = await exchange("h1", "/process.Process/Start", type, body);
+    const generic = await exchange("h1", "/process.Process/Start", { ...type, "connect-content-encoding": "gzip" }, body);
+    assert.deepEqual(comparable(fast), comparable(generic), name);
+    const last = parseEnvelopes(fast.body).at(-1);
+    assert.ok(last && last.flags & 2, `${name}: ends with an end-of-stream frame`);
+    const end = JSON.parse(last.data.toString()) as { error?: { code: string } };
+    assert.ok(end.error?.code, `${name}: the end-of-stream frame carries an error (${last.data.toString()})`);
+  }
+});
+
+test("Start: the request body may arrive after the headers (HTTP/1.1)", async () => {
+  const payload = envelope(0, JSON.stringify({ process: { cmd: "/bin/echo", args: ["late"] } }));
+  const body = await new Promise<Buffer>((resolve, reject) => {
+    const req = http.request(`${d.url}/process.Process/Start`, { method: "POST", headers: { ...AUTH, "content-type": "application/connect+json", "content-length": payload.length } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c)).on("end", () => resolve(Buffer.concat(chunks)));
+    });
+    req.on("error", reject);
+    req.flushHeaders();
+    req.write(payload.subarray(0, 3));
+    setTimeout(() => req.end(payload.subarray(3)), 150);
+  });
+  assert.match(JSON.stringify(parseEnvelopes(body).map((e) => e.data.toString())), new RegExp(Buffer.from("late\n").toString("base64")));
+});
+
+/** A fast path on a bare Node server, everything it declines answered 599 ("generic"). */
+async function bareServer(handle: (req: http.IncomingMessage, res: http.ServerResponse) => boolean): Promise<{ url: string; close(): void }> {
+  const server = http.createServer((req, res) => {
+    if (handle(req, res)) return;
+    req.resume();
+    res.writeHead(599).end("generic");
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, close: () => server.close() };
+}
+
+/** A POST whose body goes out in chunks, without a Content-Length. */
+function chunkedPost(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: "POST", headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8").on("data", (c: string) => (text += c)).on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on("error", reject);
+    req.write(body.slice(0, 10));
+    req.end(body.slice(10));
+  });
+}
+
+// As the daemon's router options: the compressions connect-node offers, a small message limit.
+const OPTIONS: ConnectRouterOptions = { readMaxBytes: 1024, acceptCompression: [compressionGzip, compressionBrotli] };
+
+test("the unary fast path takes plain Connect unary calls only", async () => {
+  const seen: string[] = [];
+  const fast = createFastUnary(OPTIONS, [
+    serviceEntry(Filesystem, {
+      stat(req) {
+        seen.push(req.path);
+        if (req.path === "fail") throw new ConnectError("no such thing", Code.NotFound);
+        return { entry: { name: req.path } };
+      },
+    }),
+  ]);
+  const s = await bareServer((req, res) => fast(req, res, createContextValues()));
+  try {
+    const post = (path: string, headers: Record<string, string>, body: string | Buffer) => httpExchange(`${s.url}${path}`, { headers, body: Buffer.from(body) });
+    const json = { "content-type": "application/json" };
+    const ok = await post("/filesystem.Filesystem/Stat", json, '{"path":"x"}');
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers["content-type"], "application/json");
+    assert.deepEqual(JSON.parse(ok.body.toString()), { entry: { name: "x" } });
+    const err = await post("/filesystem.Filesystem/Stat", json, '{"path":"fail"}');
+    assert.equal(err.status, 404);
+    assert.deepEqual(JSON.parse(err.body.toString()), { code: "not_found", message: "no such thing" });
+    const big = await chunkedPost(`${s.url}/filesystem.Filesystem/Stat`, json, `{"path":"${"y".repeat(2000)}"}`);
+    assert.equal(big.status, 429);
+    assert.equal((JSON.parse(big.body) as { code: string }).code, "resource_exhausted");
+    assert.deepEqual(seen, ["x", "fail"]);
+    // Declined: compressed bodies, other protocols and media types, GET, unknown methods, too long
+    // a promised body, a malformed timeout.
+    const declined: [string, Record<string, string>, string][] = [
+      ["/filesystem.Filesystem/Stat", { ...json, "content-encoding": "gzip" }, "x"],
+      ["/filesystem.Filesystem/Stat", { "content-type": "application/grpc" }, "x"],
+      ["/filesystem.Filesystem/Stat", { "content-type": "application/connect+json" }, "x"],
+      ["/filesystem.Filesystem/Stat", { "content-type": "text/plain" }, "x"],
+      ["/filesystem.Filesystem/Nope", json, "{}"],
+      ["/filesystem.Filesystem/WatchDir", json, "{}"],
+      ["/filesystem.Filesystem/Stat", { ...json, "connect-timeout-ms": "soon" }, "{}"],
+      ["/filesystem.Filesystem/Stat", { ...json, "content-length": "5000" }, "{}".padEnd(5000)],
+    ];
+    for (const [path, headers, body] of declined) assert.equal((await post(path, headers, body)).status, 599, `${path} ${JSON.stringify(headers)}`);
+    const get = await httpExchange(`${s.url}/filesystem.Filesystem/Stat`, { method: "GET" });
+    assert.equal(get.status, 599);
+    assert.deepEqual(seen, ["x", "fail"]);
+  } finally {
+    s.close();
+  }
+});
+
+test("the stream fast path takes plain Connect streams of framed methods only, and parses one envelope itself", async () => {
+  const used: string[] = [];
+  const frame = (text: string) => (async function* () {
+    yield envelope(2, text);
+  })();
+  const method = {
+    spec: { method: { name: "Start" } },
+    call: () => (used.push("envelope transforms"), frame("{}")),
+    callWithPayload: (_c: unknown, _b: boolean, payload: Uint8Array) => (used.push(`payload ${Buffer.from(payload).toString()}`), frame("{}")),
+  } as unknown as FramedMethod;
+  const fast = createFastStream(OPTIONS, new Map([["/process.Process/Start", method]]));
+  const s = await bareServer((req, res) => fast(req, res, createContextValues()));
+  try {
+    const post = (headers: Record<string, string>, body: Buffer, path = "/process.Process/Start") => httpExchange(`${s.url}${path}`, { headers, body });
+    const type = { "content-type": "application/connect+json" };
+    const one = await post(type, envelope(0, "{}"));
+    assert.equal(one.status, 200);
+    assert.equal(one.headers["content-type"], "application/connect+json");
+    assert.deepEqual(parseEnvelopes(one.body), [{ flags: 2, data: Buffer.from("{}") }]);
+    await post(type, Buffer.concat([envelope(0, "{}"), envelope(0, "{}")]));
+    await post(type, envelope(1, "{}"));
+    await post(type, envelope(0, "x".repeat(2000)));
+    assert.deepEqual(used, ["payload {}", "envelope transforms", "envelope transforms", "envelope transforms"]);
+    const declined: [Record<string, string>, string?][] = [
+      [{ ...type, "connect-content-encoding": "gzip" }],
+      [{ ...type, "connect-accept-encoding": "gzip" }],
+      [{ "content-type": "application/json" }],
+      [{ "content-type": "application/grpc+proto" }],
+      [{ ...type, "connect-timeout-ms": "-1" }],
+      [type, "/process.Process/List"],
+    ];
+    for (const [headers, path] of declined) assert.equal((await post(headers, envelope(0, "{}"), path)).status, 599, JSON.stringify(headers));
+    assert.equal(used.length, 4);
+  } finally {
+    s.close();
+  }
+});
