@@ -18,9 +18,14 @@ interface Snapshot {
   groupById: Map<number, string>;
 }
 
-/** Reads /etc/passwd and /etc/group, re-reading them whenever either file changes. */
+/**
+ * Reads /etc/passwd and /etc/group, re-reading them whenever either file changes. The files are
+ * checked (two stats) at most once per event-loop turn: one request asks several times (its
+ * Basic user, then owner and group names of every entry it describes).
+ */
 export class UserDb {
   private snap: Snapshot | undefined;
+  private checkedThisTurn = false;
 
   constructor(
     private readonly passwdPath = "/etc/passwd",
@@ -43,16 +48,20 @@ export class UserDb {
   }
 
   private current(): Snapshot {
+    if (this.snap && this.checkedThisTurn) return this.snap;
     const key = fileKey(this.passwdPath) + "|" + fileKey(this.groupPath);
     if (!this.snap || this.snap.key !== key) this.snap = load(key, this.passwdPath, this.groupPath);
+    this.checkedThisTurn = true;
+    setImmediate(() => (this.checkedThisTurn = false)).unref();
     return this.snap;
   }
 }
 
 function fileKey(path: string): string {
   try {
-    const st = statSync(path, { bigint: true });
-    return `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    const st = statSync(path);
+    // Millisecond floats keep the nanoseconds' first digits: enough to see a rewrite.
+    return `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
   } catch {
     return "missing";
   }
