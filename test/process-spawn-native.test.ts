@@ -3,17 +3,27 @@
 // nothing blocked), PATH search, exec errors, exit codes and signals, and no descriptor left.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { closeSync, openSync, readdirSync, readSync, writeFileSync, chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeFileSync, chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addonExtra } from "../src/system/addon.js";
+import { addonExtra, type SpawnOptions } from "../src/system/addon.js";
+import { nativeLine } from "../src/process/wrapper.js";
 
 const spawn = addonExtra("spawn")!;
 const pipe = addonExtra("pipe")!;
 const PATH = "PATH=/usr/local/bin:/usr/bin:/bin";
 
+function ioniceOf(pid: number): string {
+  return execFileSync("ionice", ["-p", String(pid)], { encoding: "utf8" }).trim();
+}
+
+function oomOf(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/oom_score_adj`, "utf8"));
+}
+
 /** Runs one command with stdout captured; resolves with its output and how it ended. */
-function run(file: string, args: string[], opts: { env?: string[]; cwd?: string; uid?: number; gid?: number } = {}) {
+function run(file: string, args: string[], opts: { env?: string[]; cwd?: string; uid?: number; gid?: number; options?: SpawnOptions } = {}) {
   const nul = openSync("/dev/null", "r");
   const [r, w] = pipe(0);
   let pid = 0;
@@ -25,7 +35,7 @@ function run(file: string, args: string[], opts: { env?: string[]; cwd?: string;
         for (let n; (n = readSync(r, buf)) > 0; ) chunks.push(Buffer.from(buf.subarray(0, n)));
         closeSync(r);
         resolve({ pid, out: Buffer.concat(chunks).toString(), code, signal });
-      });
+      }, opts.options);
       closeSync(w);
     });
   } catch (e) {
@@ -52,6 +62,31 @@ test("native spawn: ids, no supplementary groups, cwd, exactly the given environ
   assert.equal(shellPid, r.pid, "the pid reported is the exec'd command's");
   assert.equal(session, r.pid, "leader of its own session");
   assert.equal(r.code, 0);
+});
+
+test("native spawn options: supplementary groups, niceness, IO class and OOM score set in the child", async () => {
+  const probe = 'id -G; cut -d" " -f19 /proc/$$/stat; ionice -p $$; cat /proc/$$/oom_score_adj';
+  const r = await run("sh", ["-c", probe], { uid: 1001, gid: 1001, options: { groups: [1001, 27, 100], nice: 7, ioprio: (2 << 13) | 4, oomScoreAdj: 100 } });
+  assert.deepEqual(r.out.trim().split("\n"), ["1001 27 100", "7", "best-effort: prio 4", "100"]);
+  // Without options: the child keeps what the spawner has (this test runs with its defaults).
+  const plain = await run("sh", ["-c", probe], { uid: 1001, gid: 1001 });
+  assert.deepEqual(plain.out.trim().split("\n"), ["1001", "0", `none: prio ${ioniceOf(process.pid).split("prio ")[1]}`, String(oomOf(process.pid))]);
+  assert.throws(() => spawn("true", ["true"], [PATH], "", -1, -1, [3, 3, 3], true, () => undefined, { groups: Array.from({ length: 300 }, (_, i) => i) }), /at most 256 groups/);
+});
+
+test("the native exec line resets what envd runs with (its unit: nice -20, realtime IO) and keeps every group", () => {
+  const user = { name: "user", uid: 1001, gid: 1001, home: "/home/user", shell: "/bin/bash", groups: [1001, 27] };
+  const tools = { sh: "/bin/sh", nicePrefix: [], ionicePrefix: [], euid: 0 };
+  assert.deepEqual(nativeLine("ls", ["-l"], user, { ...tools, niceness: -20, ioDefault: false }), {
+    file: "ls",
+    args: ["-l"],
+    uid: 1001,
+    gid: 1001,
+    options: { oomScoreAdj: 100, nice: 0, ioprio: (2 << 13) | 4, groups: [1001, 27] },
+  });
+  assert.deepEqual(nativeLine("ls", [], user, { ...tools, niceness: 0, ioDefault: true }).options, { oomScoreAdj: 100, groups: [1001, 27] });
+  // envd running as the user itself changes no ids or groups.
+  assert.deepEqual(nativeLine("ls", [], user, { ...tools, euid: 1001, niceness: 0, ioDefault: true }), { file: "ls", args: [], options: { oomScoreAdj: 100 } });
 });
 
 test("native spawn: every signal at its default and none blocked (envd ignores SIGPIPE; the child must not)", async () => {

@@ -85,7 +85,7 @@ test("end fields read like the reference's", () => {
 });
 
 test("exec line drops to the user with uid, gid and supplementary groups through setpriv", () => {
-  const tools: ExecTools = { sh: "/bin/sh", setpriv: "/usr/bin/setpriv", nicePrefix: ["/usr/bin/nice", "-n", "20"], ionicePrefix: [], euid: 0 };
+  const tools: ExecTools = { sh: "/bin/sh", setpriv: "/usr/bin/setpriv", nicePrefix: ["/usr/bin/nice", "-n", "20"], ionicePrefix: [], euid: 0, niceness: -20, ioDefault: true };
   const line = execLine("ls", ["-l", "/"], user, tools);
   assert.equal(line.file, "/bin/sh");
   assert.equal(line.args[0], "-c");

@@ -22,9 +22,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +37,8 @@
 #endif
 
 #define CHILD_STACK_BYTES (64 * 1024)
+#define MAX_GROUPS 256
+#define IOPRIO_WHO_PROCESS 1
 
 typedef struct {
   char **paths; /* exec candidates, in PATH order */
@@ -46,6 +50,12 @@ typedef struct {
   int gid;      /* -1: keep */
   int fds[3];   /* the child's stdin, stdout, stderr (all > 2) */
   int setsid;
+  int ngroups;  /* -1: none given (no supplementary groups when uid/gid change) */
+  gid_t groups[MAX_GROUPS];
+  int set_nice; /* what the exec wrapper's `nice`, `ionice` and oom_score_adj write did */
+  int nice;
+  int ioprio;   /* -1: keep */
+  char oom[16]; /* "": keep */
   volatile int err; /* set by the child when it could not exec */
 } Plan;
 
@@ -57,8 +67,20 @@ static int child_main(void *arg) {
   for (int n = 1; n < 32; n++) {
     if (n != SIGKILL && n != SIGSTOP) sigaction(n, &dfl, NULL);
   }
+  /* Priorities envd runs with are not passed on; like the wrapper's steps, failures are ignored. */
+  if (p->oom[0]) {
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      if (write(fd, p->oom, strlen(p->oom)) < 0) {}
+      close(fd);
+    }
+  }
+  if (p->set_nice) syscall(SYS_setpriority, PRIO_PROCESS, 0, p->nice);
+  if (p->ioprio >= 0) syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, p->ioprio);
   if (p->setsid && setsid() < 0) goto fail;
-  if ((p->uid >= 0 || p->gid >= 0) && syscall(SYS_setgroups, 0, NULL) != 0) goto fail;
+  if (p->ngroups >= 0) {
+    if (syscall(SYS_setgroups, p->ngroups, p->groups) != 0) goto fail;
+  } else if ((p->uid >= 0 || p->gid >= 0) && syscall(SYS_setgroups, 0, NULL) != 0) goto fail;
   if (p->gid >= 0 && syscall(SYS_setgid, p->gid) != 0) goto fail;
   if (p->uid >= 0 && syscall(SYS_setuid, p->uid) != 0) goto fail;
   if (p->cwd && chdir(p->cwd) != 0) goto fail;
@@ -224,14 +246,55 @@ static napi_value throw_spawn_error(napi_env env, int err) {
   return NULL;
 }
 
+/* Reads options.name as an int32 into *out; false when absent or not a number. */
+static bool int_option(napi_env env, napi_value options, const char *name, int32_t *out) {
+  napi_value v;
+  napi_valuetype t;
+  if (napi_get_named_property(env, options, name, &v) != napi_ok) return false;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) return false;
+  return napi_get_value_int32(env, v, out) == napi_ok;
+}
+
+/* The optional last argument: { groups?: number[], nice?: number, ioprio?: number, oomScoreAdj?: number }. */
+static bool read_options(napi_env env, napi_value options, Plan *p) {
+  p->ngroups = -1;
+  p->ioprio = -1;
+  napi_valuetype t;
+  if (napi_typeof(env, options, &t) != napi_ok || t != napi_object) return true;
+  napi_value groups;
+  bool is_array = false;
+  if (napi_get_named_property(env, options, "groups", &groups) == napi_ok && napi_is_array(env, groups, &is_array) == napi_ok && is_array) {
+    uint32_t n = 0;
+    napi_get_array_length(env, groups, &n);
+    if (n > MAX_GROUPS) return false;
+    for (uint32_t i = 0; i < n; i++) {
+      napi_value v;
+      uint32_t g = 0;
+      napi_get_element(env, groups, i, &v);
+      if (napi_get_value_uint32(env, v, &g) != napi_ok) return false;
+      p->groups[i] = (gid_t)g;
+    }
+    p->ngroups = (int)n;
+  }
+  int32_t v;
+  if (int_option(env, options, "nice", &v)) {
+    p->set_nice = 1;
+    p->nice = v;
+  }
+  if (int_option(env, options, "ioprio", &v) && v >= 0) p->ioprio = v;
+  if (int_option(env, options, "oomScoreAdj", &v)) snprintf(p->oom, sizeof p->oom, "%d", v);
+  return true;
+}
+
 /*
- * spawn(file, argv, envp, cwd, uid, gid, [stdin, stdout, stderr], setsid, onExit(code, signal))
- * → pid. uid/gid -1 keep ours; cwd "" keeps ours. Throws an Error whose code is the errno name
- * (ENOENT, EACCES, ...) when the command cannot be executed.
+ * spawn(file, argv, envp, cwd, uid, gid, [stdin, stdout, stderr], setsid, onExit(code, signal)
+ *       [, { groups, nice, ioprio, oomScoreAdj }]) → pid. uid/gid -1 keep ours; cwd "" keeps
+ * ours; without `groups` a change of uid or gid drops every supplementary group. Throws an
+ * Error whose code is the errno name (ENOENT, EACCES, ...) when the command cannot be executed.
  */
 static napi_value js_spawn(napi_env env, napi_callback_info info) {
-  size_t argc = 9;
-  napi_value argv[9], result;
+  size_t argc = 10;
+  napi_value argv[10], result;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   napi_valuetype cbtype;
   if (argc < 9 || napi_typeof(env, argv[8], &cbtype) != napi_ok || cbtype != napi_function) {
@@ -240,6 +303,10 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
   }
   Plan p;
   memset(&p, 0, sizeof p);
+  if (!read_options(env, argc > 9 ? argv[9] : NULL, &p)) {
+    napi_throw_range_error(env, NULL, "spawn: bad options (at most 256 groups)");
+    return NULL;
+  }
   int32_t uid, gid;
   bool setsid_flag;
   napi_get_value_int32(env, argv[4], &uid);

@@ -6,8 +6,8 @@ import type { ProcessHandle } from "./handle.js";
 import { MAX_PENDING_STDIN_BYTES, PIPE_CHUNK_BYTES } from "./limits.js";
 import { commandText, type SpawnPlan } from "./plan.js";
 import type { SlabReader, SlabReads } from "./read-slabs.js";
-import { MAX_UNPUBLISHED_BYTES, spawnChild, type Child, type OutputKind } from "./spawner.js";
-import { directLine, execLine, type ExecTools } from "./wrapper.js";
+import { MAX_UNPUBLISHED_BYTES, nativeSupported, spawnChild, type Child, type OutputKind } from "./spawner.js";
+import { directLine, execLine, nativeLine, type ExecTools } from "./wrapper.js";
 
 /**
  * Spawns a non-PTY process with stdout/stderr pipes (and a stdin pipe when asked, else
@@ -15,12 +15,12 @@ import { directLine, execLine, type ExecTools } from "./wrapper.js";
  * its whole tree, and wires it to `handle` (see spawner.ts for how).
  */
 export async function spawnPiped(plan: SpawnPlan, tools: ExecTools, handle: ProcessHandle): Promise<void> {
-  const direct = directLine(plan.cmd, plan.args, plan.user, tools);
+  const direct = nativeSupported() ? nativeLine(plan.cmd, plan.args, plan.user, tools) : directLine(plan.cmd, plan.args, plan.user, tools);
   let child: Child | undefined;
   if (direct) {
     try {
       child = await spawnChild(plan, direct);
-      setOomScore(child.pid);
+      if (!direct.options) setOomScore(child.pid);
     } catch {
       // a missing command: the wrapper runs it and reports exit code 127, as the reference does
     }

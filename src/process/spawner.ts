@@ -40,7 +40,8 @@ export async function spawnChild(plan: SpawnPlan, line: ExecLine): Promise<Child
 
 let supported: boolean | undefined;
 
-function nativeSupported(): boolean {
+/** Whether processes start through the addon's spawn (else Node's, which forks). */
+export function nativeSupported(): boolean {
   if (supported === undefined) {
     const probe = addonExtra("spawnSupported");
     supported = !!(probe && addonExtra("spawn") && addonExtra("pipe") && probe());
@@ -101,7 +102,7 @@ function nativeChild(plan: SpawnPlan, line: ExecLine): Child {
 function spawnOrThrow(line: ExecLine, plan: SpawnPlan, fds: number[], onExit: (code: number, signal: number) => void): number {
   const env = Object.entries(plan.env).map(([k, v]) => `${k}=${v}`);
   try {
-    return addonExtra("spawn")!(line.file, [line.file, ...line.args], env, plan.cwd, line.uid ?? -1, line.gid ?? -1, fds, true, onExit);
+    return addonExtra("spawn")!(line.file, [line.file, ...line.args], env, plan.cwd, line.uid ?? -1, line.gid ?? -1, fds, true, onExit, line.options);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? "EINVAL";
     throw Object.assign(new Error(`spawn ${line.file} ${code}`), { code, errno: (e as NodeJS.ErrnoException).errno, syscall: `spawn ${line.file}`, path: line.file });

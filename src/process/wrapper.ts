@@ -3,6 +3,7 @@ import { accessSync, constants } from "node:fs";
 import { getPriority } from "node:os";
 import { delimiter, join } from "node:path";
 import type { User } from "../auth/users.js";
+import type { SpawnOptions } from "../system/addon.js";
 
 /** The helper programs the exec wrapper uses, found once at start (absent ones are skipped). */
 export interface ExecTools {
@@ -15,6 +16,9 @@ export interface ExecTools {
   readonly ionicePrefix: readonly string[];
   /** envd's effective uid. */
   readonly euid: number;
+  /** envd's own niceness (its unit sets -20) and whether its IO class is the default one. */
+  readonly niceness: number;
+  readonly ioDefault: boolean;
 }
 
 /** What to execute: a file, its arguments, and uid/gid options only when setpriv is unavailable. */
@@ -23,7 +27,12 @@ export interface ExecLine {
   readonly args: string[];
   readonly uid?: number;
   readonly gid?: number;
+  /** Set in the child by the native spawn (nativeLine): what the wrapper's steps would do. */
+  readonly options?: SpawnOptions;
 }
+
+/** ioprio_set value of `ionice -c 2 -n 4`: best-effort class, priority 4. */
+const IOPRIO_BEST_EFFORT_4 = (2 << 13) | 4;
 
 // Runs as envd's user (root), so it may raise oom_score_adj and lower niceness, then execs
 // the chain; every step execs, so the reported pid is the user command's. A missing command
@@ -67,7 +76,24 @@ export function findExecTools(path = process.env.PATH ?? ""): ExecTools {
     nicePrefix: nice && niceness !== 0 ? [nice, "-n", String(-niceness)] : [],
     ionicePrefix: ionice && !ioniceDefault ? [ionice, "-t", "-c", "2", "-n", "4"] : [],
     euid: process.geteuid?.() ?? 0,
+    niceness,
+    ioDefault: ioniceDefault,
   };
+}
+
+/**
+ * The direct exec for the native spawn (spawner.ts), which does in the child itself what the
+ * wrapper chain's steps do: oom_score_adj 100, niceness 0 and the best-effort IO class when envd
+ * runs with others (its unit: -20, realtime), the user's ids and all its groups. One exec for
+ * every user and every priority envd runs with.
+ */
+export function nativeLine(cmd: string, args: readonly string[], user: User, tools: ExecTools): ExecLine {
+  const options: SpawnOptions = { oomScoreAdj: 100 };
+  if (tools.niceness !== 0) options.nice = 0;
+  if (!tools.ioDefault) options.ioprio = IOPRIO_BEST_EFFORT_4;
+  if (tools.euid === user.uid && tools.euid !== 0) return { file: cmd, args: [...args], options };
+  const groups = user.groups.length > 0 ? [...user.groups] : [user.gid];
+  return { file: cmd, args: [...args], uid: user.uid, gid: user.gid, options: { ...options, groups } };
 }
 
 /**

@@ -5,6 +5,14 @@ import { loadInotify } from "../filesystem/inotify.js";
  * up once, and is undefined when the addon (or that function in an older build) is missing, so
  * every caller keeps a pure-Node fallback.
  */
+/** What a native spawn sets in the child besides its ids (see spawn). */
+export interface SpawnOptions {
+  groups?: number[];
+  nice?: number;
+  ioprio?: number;
+  oomScoreAdj?: number;
+}
+
 export interface AddonExtras {
   /** malloc_trim(0); true when memory was released. */
   trimMalloc(): boolean;
@@ -18,7 +26,9 @@ export interface AddonExtras {
    * Starts `file` (PATH-searched in `envp`) without forking envd (native/inotify/spawn.c); uid/gid
    * -1 keep ours, cwd "" keeps ours; `fds` become the child's stdin/stdout/stderr. Returns the
    * pid; throws an Error coded with the errno name when it cannot exec. `onExit` gets the exit
-   * code (-1 when killed) and the signal number (0 when it exited).
+   * code (-1 when killed) and the signal number (0 when it exited). `options` set, in the child
+   * before exec, its supplementary groups (without them a change of uid or gid drops them all),
+   * niceness, IO priority (ioprio_set value) and oom_score_adj; failures of the last three are ignored.
    */
   spawn(
     file: string,
@@ -30,6 +40,7 @@ export interface AddonExtras {
     fds: number[],
     setsid: boolean,
     onExit: (code: number, signal: number) => void,
+    options?: SpawnOptions,
   ): number;
   /** Whether spawned children can be watched here (pidfd_open, Linux ≥ 5.3). */
   spawnSupported(): boolean;
