@@ -81,7 +81,7 @@ export interface LeanOutcome {
  * several CPU seconds per GiB (envelope reassembly copies; for JSON, protobuf-es's fromJson
  * scans every string for duplicate keys), on the same two cores as the daemon.
  */
-export function leanStart(baseUrl: string, cmd: string, args: string[], binary: boolean): Promise<LeanOutcome> {
+export function leanStart(baseUrl: string, cmd: string, args: string[], binary: boolean, onStart?: () => void): Promise<LeanOutcome> {
   const cpu0 = process.cpuUsage();
   const req = create(StartRequestSchema, { process: { cmd, args, envs: {} } });
   const body = binary ? toBinary(StartRequestSchema, req) : Buffer.from(JSON.stringify({ process: { cmd, args } }));
@@ -109,6 +109,7 @@ export function leanStart(baseUrl: string, cmd: string, args: string[], binary: 
             const ev = fromBinary(StartResponseSchema, data).event?.event;
             if (ev?.case === "data") out.bytes += ev.value.output.value?.byteLength ?? 0;
             else if (ev?.case === "end") out.exitCode = ev.value.exitCode;
+            else if (ev?.case === "start") onStart?.();
             return;
           }
           const fast = stdoutBase64(data);
@@ -123,6 +124,7 @@ export function leanStart(baseUrl: string, cmd: string, args: string[], binary: 
             if (typeof ev.data.stdout !== "string") throw new Error("data event without stdout");
             out.bytes += Buffer.from(ev.data.stdout, "base64").length;
           } else if (ev.end) out.exitCode = ev.end.exitCode ?? 0;
+          else if (ev.start) onStart?.();
         };
         // Payload bytes of a binary data frame still to come: counted and dropped as they arrive.
         let skip = 0;

@@ -75,8 +75,8 @@ export interface BenchDaemon {
  * Starts a fresh daemon, runs `fn`, and always stops it, so one scenario's leftovers never
  * skew the next one's memory or latency.
  */
-export async function withDaemon<T>(fn: (d: BenchDaemon) => Promise<T>): Promise<T> {
-  const daemon = process.env.ENVD_BENCH_BIN ? await startOther() : await startDaemon({ env: extraEnv });
+export async function withDaemon<T>(fn: (d: BenchDaemon) => Promise<T>, opts: { unitPriorities?: boolean } = {}): Promise<T> {
+  const daemon = process.env.ENVD_BENCH_BIN ? await startOther() : await startDaemon({ env: extraEnv, unitPriorities: opts.unitPriorities });
   try {
     return await fn({ daemon });
   } finally {

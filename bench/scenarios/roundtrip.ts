@@ -1,10 +1,12 @@
 import http from "node:http";
 import { sdkSandbox } from "../../test/helpers/clients.js";
-import { directLine, execLine, findExecTools } from "../../src/process/wrapper.js";
+import { directLine, execLine, findExecTools, nativeLine } from "../../src/process/wrapper.js";
+import { nativeSupported } from "../../src/process/spawner.js";
 import { UserDb } from "../../src/auth/users.js";
 import { withDaemon } from "../lib/daemon.js";
 import { benchTransports } from "../lib/transports.js";
 import { localRun, startToEnd } from "../lib/process-stream.js";
+import { leanStart } from "../lib/connect-reader.js";
 import { compared } from "../lib/rows.js";
 import { memStatus } from "../lib/procfs.js";
 import { startSpawnServer } from "../lib/spawn-server.js";
@@ -31,6 +33,12 @@ function row(metric: string, a: number[], b: number[], label: string, withTarget
   });
 }
 
+/** One lean Start of /bin/true, checked to have exited 0. */
+async function leanTrue(url: string, binary: boolean): Promise<void> {
+  const r = await leanStart(url, "/bin/true", [], binary);
+  if (r.exitCode !== 0) throw new Error(`/bin/true exited ${r.exitCode}`);
+}
+
 /** Scenario 1: Start /bin/true → end over Connect binary (h2c), JSON (HTTP/1.1) and the e2b SDK. */
 export const roundtrip: Scenario = {
   id: ID,
@@ -49,6 +57,13 @@ export const roundtrip: Scenario = {
       ctx.log(`binary p50 ${median(bin.a).toFixed(2)} ms`);
       const json = await interleave(n, warm, () => startToEnd(c.proc.json, "/bin/true", []), spawnTrue);
       rows.push(row("Start /bin/true, Connect JSON HTTP/1.1", json.a, json.b, "spawn /bin/true"));
+      // The same round trip with a lean Connect client (hand-made request, frames decoded by the
+      // bench; connect-reader.ts): what the daemon adds when the client's own CPU is not in the
+      // measurement, as with a remote client. connect-node's client costs ~1-2 ms per call here.
+      for (const binary of [true, false]) {
+        const lean = await interleave(n, warm, () => leanTrue(daemon.url, binary), spawnTrue);
+        rows.push(row(`Start /bin/true, lean Connect client, ${binary ? "binary" : "JSON"} HTTP/1.1`, lean.a, lean.b, "spawn /bin/true"));
+      }
 
       const user = new UserDb().lookup("user");
       if (!user) throw new Error("the bench needs the test host's user `user`");
@@ -105,10 +120,11 @@ export const roundtrip: Scenario = {
         await connectFloor.stop();
       }
 
-      // What the daemon executes for this user (direct exec, or the sh → setpriv wrapper chain
-      // when groups or priorities need it), spawned here the same way: the exec floor.
+      // What the daemon executes for this user (one direct exec with the native spawn; without
+      // it, the sh → setpriv wrapper chain when groups or priorities need it), spawned here
+      // with Node's spawn: the exec floor.
       const tools = findExecTools();
-      const direct = directLine("/bin/true", [], user, tools);
+      const direct = nativeSupported() ? nativeLine("/bin/true", [], user, tools) : directLine("/bin/true", [], user, tools);
       const line = direct ?? execLine("/bin/true", [], user, tools);
       const chain = await interleave(n, warm, () => localRun(line.file, line.args, { uid: line.uid, gid: line.gid }), spawnTrue);
       rows.push(row(`local spawn of the daemon's exec line (${direct ? "direct exec as user" : "wrapper chain"}, reference)`, chain.a, chain.b, "spawn /bin/true", false));

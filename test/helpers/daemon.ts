@@ -27,7 +27,12 @@ export interface Daemon {
 export interface StartOptions {
   args?: string[];
   env?: Record<string, string>;
+  /** Run with the systemd unit's priorities (packaging/envd.service: Nice=-20, realtime IO class 4). */
+  unitPriorities?: boolean;
 }
+
+/** The unit's Nice= and IOScheduling*= as a command prefix (each step execs: the pid is envd's). */
+const UNIT_PRIORITIES = ["nice", "-n", "-20", "ionice", "-c", "1", "-n", "4"];
 
 /** Starts dist/envd on a free port with test-safe defaults and waits until it listens. */
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
@@ -43,7 +48,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     "--ca-cert", join(scratch, "e2b-ca.crt"),
     ...(opts.args ?? []),
   ];
-  const proc = spawn(ENVD_BIN, args, { env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
+  const [file, ...argv] = opts.unitPriorities ? [...UNIT_PRIORITIES, ENVD_BIN, ...args] : [ENVD_BIN, ...args];
+  const proc = spawn(file, argv, { env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
   proc.stderr!.setEncoding("utf8").on("data", (d: string) => (out += d));
