@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, startDaemon } from "./helpers/daemon.js";
 import { sdkSandbox, tempDir } from "./helpers/clients.js";
@@ -51,6 +51,28 @@ test("an idle daemon has not loaded node-pty or xattr; the first PTY and metadat
   } finally {
     await t.cleanup();
     await d.stop();
+  }
+});
+
+test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB of idle RSS)", async () => {
+  const t = await tempDir("footprint-modules");
+  // A preload of this test's: on SIGUSR2 the daemon writes the internal modules it has loaded.
+  const preload = join(t.path, "modules.cjs");
+  const list = join(t.path, "modules.txt");
+  writeFileSync(preload, `process.on("SIGUSR2", () => require("fs").writeFileSync(${JSON.stringify(list)}, process.moduleLoadList.join("\\n")));`);
+  const d = await startDaemon({ env: { NODE_OPTIONS: `--require ${preload}` } });
+  const loaded = async (): Promise<string> => {
+    process.kill(d.pid, "SIGUSR2");
+    for (let i = 0; i < 100 && !existsSync(list); i++) await new Promise((r) => setTimeout(r, 20));
+    return readFileSync(list, "utf8");
+  };
+  try {
+    const idle = await loaded();
+    assert.match(idle, /NativeModule http\b/, "the list is the daemon's");
+    assert.doesNotMatch(idle, /undici/, "undici loaded at start");
+  } finally {
+    await d.stop();
+    t.cleanup();
   }
 });
 

@@ -1,4 +1,4 @@
-import { Code, ConnectError, type ConnectRouterOptions, type ContextValues } from "@connectrpc/connect";
+import type { ConnectRouterOptions, ContextValues } from "@connectrpc/connect";
 import { compressionNegotiate, validateUniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import {
   contentTypeStreamJson,
@@ -11,7 +11,7 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import type { FramedMethod } from "./framed-stream.js";
-import { bodyChunks, callContext, header, iterate, nodeHeaders, webHeaders, type CallContext, type Req, type Res } from "./node-call.js";
+import { CLIENT_GONE, bodyChunks, callContext, header, iterate, nodeHeaders, webHeaders, type CallContext, type Req, type Res } from "./node-call.js";
 
 type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>;
 
@@ -50,7 +50,7 @@ async function stream(req: Req, res: Res, values: ContextValues, method: FramedM
   let open = true;
   res.once("close", () => {
     open = false;
-    if (!res.writableFinished) context.abort(new ConnectError("the client closed the connection", Code.Aborted));
+    if (!res.writableFinished) context.abort(CLIENT_GONE);
   });
   // A write to a response whose client left fails; the 'close' above ends the loop instead.
   res.on("error", () => undefined);

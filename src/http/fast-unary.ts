@@ -21,7 +21,7 @@ import {
   parseTimeout,
   trailerMux,
 } from "@connectrpc/connect/protocol-connect";
-import { bodyChunks, callContext, iterate, header, nodeHeaders, webHeaders, type Req, type Res } from "./node-call.js";
+import { CLIENT_GONE, bodyChunks, callContext, iterate, header, nodeHeaders, webHeaders, type Req, type Res } from "./node-call.js";
 
 export type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>;
 type UnarySpec = Parameters<typeof invokeUnaryImplementation>[0];
@@ -89,7 +89,7 @@ async function serve(req: Req, res: Res, values: ContextValues, method: UnaryMet
   const requestHeader = webHeaders(req);
   const context = callContext(spec, requestHeader, req.url ?? "/", timeoutMs, opt.shutdownSignal, values, binary ? contentTypeUnaryProto : contentTypeUnaryJson);
   res.once("close", () => {
-    if (!res.writableFinished) context.abort(new ConnectError("the client closed the connection", Code.Aborted));
+    if (!res.writableFinished) context.abort(CLIENT_GONE);
   });
   const compression = compressionNegotiate(opt.acceptCompression, null, requestHeader.get(headerUnaryAcceptEncoding), headerUnaryAcceptEncoding);
   let status = 200;

@@ -16,10 +16,19 @@ export interface CallSpec {
 }
 
 /**
+ * The reason a call's signal carries when its client left: not a ConnectError, so a stream
+ * waiting for its next event ends quietly (nobody is left to read an error), as on
+ * connect-node's HTTP/1.1 path.
+ */
+export const CLIENT_GONE = new Error("the client closed the connection");
+
+/**
  * The reason the context's signal carries once the call is over, shared: aborting without one
  * builds a DOMException with a stack trace per call, for listeners that are being torn down.
+ * Plain Errors both: a ConnectError made here would load undici at start (its metadata is a
+ * Headers), ~6 MiB of idle RSS.
  */
-export const CALL_DONE = new ConnectError("the call has ended", Code.Canceled);
+export const CALL_DONE = new Error("the call has ended");
 
 export type CallContext = HandlerContext & { abort(reason?: unknown): void };
 
