@@ -189,7 +189,9 @@ const OPTIONS: ConnectRouterOptions = { readMaxBytes: 1024, acceptCompression: [
 
 test("the unary fast path takes plain Connect unary calls only", async () => {
   const seen: string[] = [];
-  const fast = createFastUnary(OPTIONS, [
+  const fast = createFastUnary(
+    OPTIONS,
+    [
     serviceEntry(Filesystem, {
       stat(req) {
         seen.push(req.path);
@@ -197,8 +199,10 @@ test("the unary fast path takes plain Connect unary calls only", async () => {
         return { entry: { name: req.path } };
       },
     }),
-  ]);
-  const s = await bareServer((req, res) => fast(req, res, createContextValues()));
+    ],
+    () => createContextValues(),
+  );
+  const s = await bareServer((req, res) => fast(req, res));
   try {
     const post = (path: string, headers: Record<string, string>, body: string | Buffer) => httpExchange(`${s.url}${path}`, { headers, body: Buffer.from(body) });
     const json = { "content-type": "application/json" };
@@ -244,8 +248,8 @@ test("the stream fast path takes plain Connect streams of framed methods only, a
     call: () => (used.push("envelope transforms"), frame("{}")),
     callWithPayload: (_c: unknown, _b: boolean, payload: Uint8Array) => (used.push(`payload ${Buffer.from(payload).toString()}`), frame("{}")),
   } as unknown as FramedMethod;
-  const fast = createFastStream(OPTIONS, new Map([["/process.Process/Start", method]]));
-  const s = await bareServer((req, res) => fast(req, res, createContextValues()));
+  const fast = createFastStream(OPTIONS, new Map([["/process.Process/Start", method]]), () => createContextValues());
+  const s = await bareServer((req, res) => fast(req, res));
   try {
     const post = (headers: Record<string, string>, body: Buffer, path = "/process.Process/Start") => httpExchange(`${s.url}${path}`, { headers, body });
     const type = { "content-type": "application/connect+json" };

@@ -24,9 +24,9 @@ type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandler
  * and response plumbing (a universal request object, an async iterable over the request, a
  * promise and two listeners per written piece).
  */
-export function createFastStream(options: ConnectRouterOptions, calls: Map<string, FramedMethod>): (req: Req, res: Res, values: ContextValues) => boolean {
+export function createFastStream(options: ConnectRouterOptions, calls: Map<string, FramedMethod>, contextValues: (req: Req) => ContextValues): (req: Req, res: Res) => boolean {
   const opt: Options = { ...options, ...validateUniversalHandlerOptions(options) };
-  return (req, res, values) => {
+  return (req, res) => {
     if (req.method !== "POST") return false;
     const method = calls.get(req.url ?? "");
     if (!method) return false;
@@ -39,7 +39,7 @@ export function createFastStream(options: ConnectRouterOptions, calls: Map<strin
     const timeout = parseTimeout(header(req, headerTimeout), opt.maxTimeoutMs);
     if (timeout.error) return false;
     // Errors of the call end its stream inside; one here (a failed write) leaves nothing to answer.
-    stream(req, res, values, method, type.binary, timeout.timeoutMs, opt).catch(() => res.destroy());
+    stream(req, res, contextValues(req), method, type.binary, timeout.timeoutMs, opt).catch(() => res.destroy());
     return true;
   };
 }

@@ -53,7 +53,7 @@ interface UnaryMethod {
  * object, async iterables for both bodies, a generator pipeline), which cost about 1 ms of CPU
  * per call on a slow core: more than the work of a Stat.
  */
-export function createFastUnary(options: ConnectRouterOptions, services: ServiceEntry[]): (req: Req, res: Res, values: ContextValues) => boolean {
+export function createFastUnary(options: ConnectRouterOptions, services: ServiceEntry[], contextValues: (req: Req) => ContextValues): (req: Req, res: Res) => boolean {
   const opt: Options = { ...options, ...validateUniversalHandlerOptions(options) };
   const methods = new Map<string, UnaryMethod>();
   for (const { service, impl } of services) {
@@ -66,7 +66,7 @@ export function createFastUnary(options: ConnectRouterOptions, services: Service
     }
   }
 
-  return (req, res, values) => {
+  return (req, res) => {
     if (req.method !== "POST") return false;
     const method = methods.get(req.url ?? "");
     if (!method) return false;
@@ -79,7 +79,7 @@ export function createFastUnary(options: ConnectRouterOptions, services: Service
     const length = header(req, headerUnaryContentLength);
     if (length !== null && !(Number(length) <= opt.readMaxBytes)) return false;
     // Errors of the call are answered inside; one here (a failed write) leaves nothing to answer.
-    serve(req, res, values, method, type.binary, timeout.timeoutMs, opt).catch(() => res.destroy());
+    serve(req, res, contextValues(req), method, type.binary, timeout.timeoutMs, opt).catch(() => res.destroy());
     return true;
   };
 }

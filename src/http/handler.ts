@@ -59,8 +59,9 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
       .set(recordKey, records.get(req))
       .set(flushedKey, res && (() => res.writableLength === 0));
   };
-  const fastUnary = createFastUnary(routerOptions, services);
-  const fastStream = createFastStream(routerOptions, framed);
+  // The fast paths build the context values only for the calls they take; connect-node, for the rest.
+  const fastUnary = createFastUnary(routerOptions, services, contextValues);
+  const fastStream = createFastStream(routerOptions, framed, contextValues);
   const connect = connectNodeAdapter({
     ...routerOptions,
     routes: register,
@@ -109,8 +110,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     releaseUnreadBody(req, res);
     failWritesOnClose(res);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
-    const values = contextValues(req);
-    if (!fastUnary(req, res, values) && !fastStream(req, res, values)) connect(req, res);
+    if (!fastUnary(req, res) && !fastStream(req, res)) connect(req, res);
   };
 }
 
