@@ -6,6 +6,7 @@ import { parseArgs } from "node:util";
 import { isUnavailable } from "./lib/available.js";
 import { ENVD_BIN, ROOT, setDaemonEnv } from "./lib/daemon.js";
 import { describe, machine } from "./lib/machine.js";
+import { machineCpu, stealShare } from "./lib/procfs.js";
 import { renderMarkdown, renderText } from "./lib/table.js";
 import type { BenchContext, ScenarioResult } from "./lib/types.js";
 import { scenarios } from "./scenarios/index.js";
@@ -59,6 +60,7 @@ async function main(): Promise<number> {
   try {
     for (const s of chosen) {
       const t0 = performance.now();
+      const cpu0 = machineCpu();
       const ctx: BenchContext = {
         quick,
         sizeBytes: values.size ? Number(values.size) * 2 ** 20 : undefined,
@@ -79,8 +81,9 @@ async function main(): Promise<number> {
         rmSync(ctx.tmp, { recursive: true, force: true });
       }
       r.seconds = (performance.now() - t0) / 1000;
+      r.steal = stealShare(cpu0, machineCpu());
       results.push(r);
-      process.stderr.write(`  [${s.id}] ${r.status} in ${r.seconds.toFixed(1)} s\n`);
+      process.stderr.write(`  [${s.id}] ${r.status} in ${r.seconds.toFixed(1)} s; ${(r.steal * 100).toFixed(1)} % of CPU time stolen by the hypervisor\n`);
     }
   } finally {
     cleanup();

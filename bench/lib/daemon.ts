@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ENVD_BIN as BUILT_BIN, startDaemon } from "../../test/helpers/daemon.js";
+import { ENVD_BIN as BUILT_BIN, startDaemon, UNIT_PRIORITIES } from "../../test/helpers/daemon.js";
 
 export { ROOT } from "../../test/helpers/daemon.js";
 
@@ -40,10 +40,11 @@ export function daemonArgs(port: number, dir: string): string[] {
   ];
 }
 
-/** Starts ENVD_BENCH_BIN like the test helper starts dist/envd (port from its "listening" log line). */
-async function startOther(): Promise<BenchDaemonProcess> {
+/** Starts ENVD_BENCH_BIN like the test helper starts dist/envd, with its unit's priorities if asked (port from its "listening" log line). */
+async function startOther(unitPriorities = false): Promise<BenchDaemonProcess> {
   const scratch = mkdtempSync(join(tmpdir(), "envd-bench-daemon-"));
-  const proc = spawn(ENVD_BIN, daemonArgs(0, scratch), { env: { ...process.env, ...extraEnv }, stdio: ["ignore", "pipe", "inherit"] });
+  const [file, ...argv] = unitPriorities ? [...UNIT_PRIORITIES, ENVD_BIN, ...daemonArgs(0, scratch)] : [ENVD_BIN, ...daemonArgs(0, scratch)];
+  const proc = spawn(file, argv, { env: { ...process.env, ...extraEnv }, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   const port = await new Promise<number>((resolve, reject) => {
     proc.stdout!.setEncoding("utf8").on("data", (d: string) => {
@@ -76,7 +77,7 @@ export interface BenchDaemon {
  * skew the next one's memory or latency.
  */
 export async function withDaemon<T>(fn: (d: BenchDaemon) => Promise<T>, opts: { unitPriorities?: boolean } = {}): Promise<T> {
-  const daemon = process.env.ENVD_BENCH_BIN ? await startOther() : await startDaemon({ env: extraEnv, unitPriorities: opts.unitPriorities });
+  const daemon = process.env.ENVD_BENCH_BIN ? await startOther(opts.unitPriorities) : await startDaemon({ env: extraEnv, unitPriorities: opts.unitPriorities });
   try {
     return await fn({ daemon });
   } finally {

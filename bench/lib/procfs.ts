@@ -1,14 +1,22 @@
 import { readFileSync, writeFileSync } from "node:fs";
 
-/** CPU time of the whole machine from /proc/stat: busy and total, in seconds (all cores). */
-export function machineCpu(): { busy: number; total: number } {
+/**
+ * CPU time of the whole machine from /proc/stat, in seconds (all cores): busy, total, and steal
+ * (time the hypervisor ran someone else while this VM's vCPUs wanted to run).
+ */
+export function machineCpu(): { busy: number; total: number; steal: number } {
   const line = readFileSync("/proc/stat", "utf8").split("\n")[0];
   const f = line.trim().split(/\s+/).slice(1).map(Number);
   // user nice system idle iowait irq softirq steal (guest time is already in user)
   const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
   const idle = f[3] + f[4];
   const hz = 100;
-  return { busy: (total - idle) / hz, total: total / hz };
+  return { busy: (total - idle) / hz, total: total / hz, steal: f[7] / hz };
+}
+
+/** The share of the machine's CPU time (0–1) stolen by the hypervisor between two readings. */
+export function stealShare(a: ReturnType<typeof machineCpu>, b: ReturnType<typeof machineCpu>): number {
+  return b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : 0;
 }
 
 /** Memory figures of a process from /proc/<pid>/status, in bytes. */

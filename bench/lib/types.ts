@@ -26,6 +26,8 @@ export interface ScenarioResult {
   title: string;
   status: ScenarioStatus;
   seconds: number;
+  /** Share (0–1) of the machine's CPU time the hypervisor stole while the scenario ran: how noisy the VM was. */
+  steal?: number;
   rows: Row[];
   error?: string;
 }

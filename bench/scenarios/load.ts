@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
 import { probe } from "../lib/available.js";
 import { withDaemon } from "../lib/daemon.js";
-import { cpuSeconds, machineCpu, peakGrowth } from "../lib/procfs.js";
+import { cpuSeconds, machineCpu, peakGrowth, stealShare } from "../lib/procfs.js";
 import { startToEnd } from "../lib/process-stream.js";
 import { leanStart } from "../lib/connect-reader.js";
 import { leanWatch } from "../lib/lean-watch.js";
@@ -65,6 +65,8 @@ interface LoadShape {
 interface LoadOutcome {
   /** Stat latencies on the idle server, both samplers running (as under load): binary, JSON. */
   idle: { bin: number[]; json: number[] };
+  /** Share of the machine's CPU time stolen by the hypervisor while idle latency was sampled, and under load. */
+  steal: { idle: number; load: number };
   bin: StatSamples;
   json: StatSamples;
   same: StatSamples;
@@ -95,10 +97,12 @@ async function underLoad(url: string, http1Url: string, pid: number, shape: Load
   // Idle latency first: the same two samplers on the quiet server are the baseline (after a
   // second of warm-up: the first calls compile code and load modules on both sides).
   const idleSamplers = [sampler("binary"), sampler("json")];
+  const idleCpu0 = machineCpu();
   await Promise.all(idleSamplers.map((s) => s.started()));
   const warm = epochNow() + (quick ? 200 : 1000);
   await sleep(quick ? 700 : 4000);
   const [idleBin, idleJson] = (await Promise.all(idleSamplers.map((s) => s.stop()))).map((s) => ({ ms: after(s, warm) }));
+  const idleSteal = stealShare(idleCpu0, machineCpu());
 
   const errors: string[] = [];
   const stop = new AbortController();
@@ -161,6 +165,7 @@ async function underLoad(url: string, http1Url: string, pid: number, shape: Load
   if (silentWatchers) errors.push(`${silentWatchers} watcher(s) received no events`);
   return {
     idle: { bin: idleBin.ms, json: idleJson.ms },
+    steal: { idle: idleSteal, load: stealShare(machine0, machine1) },
     bin: value.bin,
     json: value.json,
     same: value.same,
@@ -245,6 +250,10 @@ export const load: Scenario = {
         // server's thread behind the load generator and the commands.
         single(ID, `machine CPU busy during the load, ${clients} (reference)`, envd.machineBusy * 100, "%", undefined,
           `all ${cpus().length} cores; daemon ${envd.cpu.toFixed(1)} s CPU, this bench process (the clients of ${s.commands} streams, ${s.watchers} watchers and the samplers) ${envd.ownCpu.toFixed(1)} s; the rest is the ${s.commands} commands and the kernel`),
+        // How noisy the VM was: a vCPU the hypervisor gives to another guest runs nothing of ours,
+        // and any request then waiting on it (a Stat, or its sampler) waits too.
+        single(ID, `CPU time stolen by the hypervisor during the load, ${clients} (reference)`, envd.steal.load * 100, "%", undefined,
+          `${(envd.steal.idle * 100).toFixed(1)} % while the idle baseline was sampled`),
       );
       if (!lean && !unit) {
         rows.push(

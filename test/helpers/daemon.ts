@@ -32,7 +32,7 @@ export interface StartOptions {
 }
 
 /** The unit's Nice= and IOScheduling*= as a command prefix (each step execs: the pid is envd's). */
-const UNIT_PRIORITIES = ["nice", "-n", "-20", "ionice", "-c", "1", "-n", "4"];
+export const UNIT_PRIORITIES = ["nice", "-n", "-20", "ionice", "-c", "1", "-n", "4"];
 
 /** Starts dist/envd on a free port with test-safe defaults and waits until it listens. */
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
