@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
 import { createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import { createAdmission } from "./admission.js";
 import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
 import { createFastUnary, type ServiceEntry } from "./fast-unary.js";
@@ -14,6 +15,9 @@ import type { Deps } from "../deps.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
+
+/** The requests admitted a turn's budget at a time (see createAdmission): each starts a process. */
+const START_PATH = "/process.Process/Start";
 
 const UNAUTHORIZED = "unauthorized access, please provide a valid access token or method signing if supported";
 
@@ -72,8 +76,8 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     },
   });
 
-  return (req, res) => {
-    const started = process.hrtime.bigint();
+  const admit = createAdmission();
+  const handle = (req: Req, res: Res, started: bigint): void => {
     const rec: RequestRecord = {};
     records.set(req, rec);
     const op = ++operationId;
@@ -111,6 +115,21 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     failWritesOnClose(res);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
     if (!fastUnary(req, res) && !fastStream(req, res)) connect(req, res);
+  };
+
+  return (req, res) => {
+    const started = process.hrtime.bigint();
+    if (pathOf(req) !== START_PATH) return handle(req, res, started);
+    let gone = false;
+    const onClose = (): void => void (gone = true);
+    res.once("close", onClose);
+    admit(() => {
+      res.off("close", onClose);
+      // A client that left while its Start waited gets no process.
+      if (!gone) return handle(req, res, started);
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      deps.log.info({ method: req.method, path: START_PATH, ms: Math.round(ms * 100) / 100 }, "client left before its request was admitted");
+    });
   };
 }
 

@@ -7,7 +7,7 @@
  * so the I/O of other requests (a Stat, the output of running processes) runs in between: a
  * burst costs other requests at most one budget of delay per turn.
  */
-export const SPAWN_BUDGET_MS = 8;
+export const SPAWN_BUDGET_MS = 4;
 
 const waiting: (() => void)[] = [];
 let scheduled = false;
