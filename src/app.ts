@@ -8,6 +8,7 @@ import { UserDb } from "./auth/users.js";
 import { SandboxState } from "./system/state.js";
 import { createLogger, type Logger } from "./http/log.js";
 import { serviceEntry } from "./http/fast-unary.js";
+import { serializedFrames } from "./http/framed-stream.js";
 import { createHandler } from "./http/handler.js";
 import { Server } from "./http/server.js";
 import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
@@ -53,7 +54,8 @@ export async function startApp(config: Config, version: string): Promise<App> {
       ...filesRoutes(deps),
     ],
     services: [
-      serviceEntry(Filesystem, fs),
+      // WatchDir's events leave as connect-es serializes them, through the stream fast path.
+      { ...serviceEntry(Filesystem, fs), frames: serializedFrames },
       // Output streams leave as hand-written frames (zero-copy binary, one base64 pass for JSON).
       { ...serviceEntry(Process, proc), frames: processEventFrame },
     ],

@@ -12,11 +12,11 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { create, fromBinary, fromJsonString, toBinary, toJsonString, type DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouterOptions } from "@connectrpc/connect";
-import { Filesystem, StatRequestSchema, StatResponseSchema, ListDirRequestSchema, MakeDirRequestSchema } from "../src/gen/filesystem/filesystem_pb.js";
+import { Filesystem, StatRequestSchema, StatResponseSchema, ListDirRequestSchema, MakeDirRequestSchema, WatchDirRequestSchema, WatchDirResponseSchema } from "../src/gen/filesystem/filesystem_pb.js";
 import { StartRequestSchema, StartResponseSchema } from "../src/gen/process/process_pb.js";
 import { createFastUnary, serviceEntry } from "../src/http/fast-unary.js";
 import { createFastStream } from "../src/http/fast-stream.js";
-import type { FramedMethod } from "../src/http/framed-stream.js";
+import { serializedFrames, serviceWithFrames, type FramedMethod } from "../src/http/framed-stream.js";
 import { createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
@@ -122,6 +122,75 @@ for (const transport of ["h1", "h2"] as const) {
       assert.match(text, new RegExp(`"stderr":"${Buffer.from("err\n").toString("base64")}"`));
     });
   }
+}
+
+for (const transport of ["h1", "h2"] as const) {
+  for (const binary of [false, true]) {
+    test(`WatchDir ${transport} ${binary ? "binary" : "JSON"}: the fast path answers as connect-node does, and streams events`, async () => {
+      const type = { "content-type": `application/connect+${binary ? "proto" : "json"}` };
+      const payload = (path: string) => {
+        const req = create(WatchDirRequestSchema, { path, recursive: true });
+        return binary ? Buffer.from(toBinary(WatchDirRequestSchema, req)) : Buffer.from(toJsonString(WatchDirRequestSchema, req));
+      };
+      // Watches that fail at once end their streams: the same error on both paths.
+      for (const path of [join(dir, "missing"), join(dir, "a.txt")]) {
+        const fast = await exchange(transport, "/filesystem.Filesystem/WatchDir", type, envelope(0, payload(path)));
+        const generic = await exchange(transport, "/filesystem.Filesystem/WatchDir", { ...type, "connect-content-encoding": "gzip" }, envelope(1, gzipSync(payload(path))));
+        assert.equal(fast.headers["connect-content-encoding"], undefined);
+        assert.deepEqual(comparable(fast), comparable(generic), path);
+        const end = JSON.parse(parseEnvelopes(fast.body).at(-1)!.data.toString()) as { error?: { code: string } };
+        assert.ok(end.error?.code, `${path}: ${fast.body.toString()}`);
+      }
+      // A live watch on the fast path: the start event, then the file made after it.
+      const events = await liveWatch(transport, type, envelope(0, payload(dir)), binary, `w-${transport}-${binary}`);
+      assert.deepEqual(events.slice(0, 2), ["start", `filesystem:w-${transport}-${binary}`]);
+    });
+  }
+}
+
+test("a service registered with serializedFrames has its server streams on the stream fast path, and only those", () => {
+  const calls = new Map<string, FramedMethod>();
+  const router = { handlers: [] as unknown[] } as unknown as Parameters<typeof serviceWithFrames>[0];
+  serviceWithFrames(router, OPTIONS, Filesystem, {}, serializedFrames, calls);
+  assert.deepEqual([...calls.keys()], ["/filesystem.Filesystem/WatchDir"]);
+});
+
+/** Opens a WatchDir stream, creates `name` in the watched dir once it started, returns the event kinds seen until that file's. */
+function liveWatch(transport: "h1" | "h2", type: Record<string, string>, body: Buffer, binary: boolean, name: string): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const seen: string[] = [];
+    let pending = Buffer.alloc(0);
+    let close = (): void => undefined;
+    const onData = (chunk: Buffer): void => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+        const data = pending.subarray(5, 5 + pending.readUInt32BE(1));
+        const flags = pending[0];
+        pending = pending.subarray(5 + data.length);
+        if (flags & 2) return reject(new Error(`stream ended: ${data.toString()}`));
+        const m = binary ? fromBinary(WatchDirResponseSchema, data) : fromJsonString(WatchDirResponseSchema, data.toString());
+        const ev = m.event;
+        if (ev.case === "start") writeFileSync(join(dir, name), "x");
+        if (ev.case === "keepalive") continue;
+        seen.push(ev.case === "filesystem" ? `filesystem:${ev.value.name}` : String(ev.case));
+        if (ev.case === "filesystem" && ev.value.name === name) {
+          close();
+          resolve(seen);
+        }
+      }
+    };
+    if (transport === "h2") {
+      const s = h2.request({ ":method": "POST", ":path": "/filesystem.Filesystem/WatchDir", ...AUTH, ...type });
+      s.on("data", onData).on("error", reject);
+      s.end(body);
+      close = () => s.close();
+    } else {
+      const r = http.request(`${d.url}/filesystem.Filesystem/WatchDir`, { method: "POST", headers: { ...AUTH, ...type } }, (res) => res.on("data", onData));
+      r.on("error", (e) => (seen.length ? undefined : reject(e)));
+      r.end(body);
+      close = () => r.destroy();
+    }
+  });
 }
 
 test("Start: a broken request envelope ends the stream with connect-es's own error on both paths", async () => {

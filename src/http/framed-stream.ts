@@ -58,6 +58,13 @@ export interface Frame {
 export type FrameEncoder = (message: unknown, binary: boolean) => Frame | undefined;
 
 /**
+ * The encoder of a service without hand-made frames: every message leaves through connect-es's
+ * serializer in one envelope, as connect-es itself would send it; what registering the service
+ * with it buys is the fast path (fast-stream.ts) for its server streams (WatchDir).
+ */
+export const serializedFrames: FrameEncoder = () => undefined;
+
+/**
  * Tells whether everything written to the response so far was handed to the kernel (set by
  * the HTTP layer per request; absent, `Frame.written` callbacks are never called).
  */

@@ -16,8 +16,11 @@ import type { Deps } from "../deps.js";
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
-/** The requests admitted a turn's budget at a time (see createAdmission): each starts a process. */
-const START_PATH = "/process.Process/Start";
+/**
+ * The requests admitted a turn's budget at a time (see createAdmission): each sets up something
+ * that lives on (a process and its pipes; a recursive watch), and they come in bursts.
+ */
+const ADMITTED = new Set(["/process.Process/Start", "/filesystem.Filesystem/WatchDir"]);
 
 const UNAUTHORIZED = "unauthorized access, please provide a valid access token or method signing if supported";
 
@@ -119,7 +122,8 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
 
   return (req, res) => {
     const started = process.hrtime.bigint();
-    if (pathOf(req) !== START_PATH) return handle(req, res, started);
+    const path = pathOf(req);
+    if (!ADMITTED.has(path)) return handle(req, res, started);
     let gone = false;
     const onClose = (): void => void (gone = true);
     res.once("close", onClose);
@@ -128,7 +132,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
       // A client that left while its Start waited gets no process.
       if (!gone) return handle(req, res, started);
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      deps.log.info({ method: req.method, path: START_PATH, ms: Math.round(ms * 100) / 100 }, "client left before its request was admitted");
+      deps.log.info({ method: req.method, path, ms: Math.round(ms * 100) / 100 }, "client left before its request was admitted");
     });
   };
 }
