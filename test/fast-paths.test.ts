@@ -5,6 +5,7 @@
 // must take exactly the requests they are meant for.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import http from "node:http";
 import http2 from "node:http2";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
@@ -16,6 +17,7 @@ import { Filesystem, StatRequestSchema, StatResponseSchema, ListDirRequestSchema
 import { StartRequestSchema, StartResponseSchema } from "../src/gen/process/process_pb.js";
 import { createFastUnary, serviceEntry } from "../src/http/fast-unary.js";
 import { createFastStream } from "../src/http/fast-stream.js";
+import { CALL_DONE, callContext } from "../src/http/node-call.js";
 import { serializedFrames, serviceWithFrames, type FramedMethod } from "../src/http/framed-stream.js";
 import { createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
@@ -343,4 +345,31 @@ test("the stream fast path takes plain Connect streams of framed methods only, a
   } finally {
     s.close();
   }
+});
+
+test("callContext: one shutdown listener for all calls; shutdown aborts the live ones; an ended call aborts its signal only for listeners", () => {
+  const shutdown = new AbortController();
+  const spec = { method: Filesystem.method.stat };
+  const make = () => callContext(spec, new Headers(), "/filesystem.Filesystem/Stat", undefined, shutdown.signal, createContextValues(), "application/json");
+  const calls = Array.from({ length: 5 }, make);
+  assert.equal(getEventListeners(shutdown.signal, "abort").length, 1);
+  // Ended with nobody listening: the signal stays as it was (no event built for nobody).
+  calls[0].abort();
+  assert.equal(calls[0].signal.aborted, false);
+  // Ended with a listener: it hears CALL_DONE.
+  let heard: unknown;
+  calls[1].signal.addEventListener("abort", () => (heard = calls[1].signal.reason));
+  calls[1].abort();
+  assert.equal(heard, CALL_DONE);
+  // An error ends the call with its reason even without listeners.
+  const failure = new Error("boom");
+  calls[2].abort(failure);
+  assert.equal(calls[2].signal.reason, failure);
+  const reason = new Error("shutting down");
+  shutdown.abort(reason);
+  assert.equal(calls[0].signal.aborted, false, "an ended call is no longer aborted by the shutdown");
+  assert.equal(calls[3].signal.reason, reason);
+  assert.equal(calls[4].signal.reason, reason);
+  // A call made after the shutdown starts aborted.
+  assert.equal(make().signal.reason, reason);
 });
