@@ -332,11 +332,14 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
   p.envp = dup_list(env, argv[2]);
   p.paths = (file && p.envp) ? exec_candidates(file, p.envp, &p.npaths) : NULL;
   p.cwd = cwd && *cwd ? cwd : NULL;
-  void *stack = MAP_FAILED;
   int err = 0;
   pid_t pid = -1;
   if (!file || !cwd || !p.argv || !p.envp || !p.paths) err = ENOMEM;
-  if (!err) {
+  /* One stack for every child of a thread, mapped once: a thread spawns one child at a time, and a
+   * child leaves it (by exec or exit) before we resume. Unmapping a stack per spawn cost a TLB
+   * shootdown across the daemon's threads, which in a VM is an IPI per vCPU. */
+  static __thread void *stack = MAP_FAILED;
+  if (!err && stack == MAP_FAILED) {
     stack = mmap(NULL, CHILD_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) err = errno;
   }
@@ -347,7 +350,6 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
     pid = clone(child_main, (char *)stack + CHILD_STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, &p);
     if (pid < 0) err = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    munmap(stack, CHILD_STACK_BYTES);
   }
   if (!err && p.err) {
     err = p.err;
