@@ -1,0 +1,80 @@
+// Start requests arriving together are admitted a turn's budget at a time (src/http/admission.ts).
+// Through the real daemon: a burst over one HTTP/2 session all runs, and the Starts whose client
+// cancelled while they waited in the queue start no process.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import http2 from "node:http2";
+import { startDaemon, type Daemon } from "./helpers/daemon.js";
+import { envelope } from "./helpers/fuzz.js";
+
+let d: Daemon;
+let session: http2.ClientHttp2Session;
+const AUTH = `Basic ${Buffer.from("root:").toString("base64")}`;
+const TAG = `admission-${process.pid}`;
+
+before(async () => {
+  d = await startDaemon();
+  session = http2.connect(d.url);
+});
+
+after(async () => {
+  session?.close();
+  await d?.stop();
+});
+
+function start(cmd: string, args: string[], tag: string): http2.ClientHttp2Stream {
+  const req = session.request({ ":method": "POST", ":path": "/process.Process/Start", "content-type": "application/connect+json", authorization: AUTH });
+  req.end(envelope(0, JSON.stringify({ process: { cmd, args }, tag })));
+  return req;
+}
+
+function body(req: http2.ClientHttp2Stream): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString()));
+    req.on("error", reject);
+  });
+}
+
+async function listTags(): Promise<string[]> {
+  const req = session.request({ ":method": "POST", ":path": "/process.Process/List", "content-type": "application/json", authorization: AUTH });
+  req.end("{}");
+  const list = JSON.parse(await body(req)) as { processes?: { tag?: string }[] };
+  return (list.processes ?? []).map((p) => p.tag ?? "");
+}
+
+test("a burst of Starts over one HTTP/2 session: every one runs, and in order of arrival per stream", async () => {
+  const n = 120;
+  const answers = await Promise.all(Array.from({ length: n }, (_, i) => body(start("/bin/echo", [`n${i}`], `${TAG}-echo`))));
+  answers.forEach((text, i) => {
+    assert.match(text, new RegExp(Buffer.from(`n${i}\n`).toString("base64")), `Start ${i} carries its own output`);
+    assert.match(text, /"exitCode":0|"exited":true/, `Start ${i} ended normally: ${text.slice(-200)}`);
+  });
+});
+
+test("a Start cancelled while it waits for admission starts no process", async () => {
+  // Enough Starts ahead of them that the cancelled ones are still queued when their
+  // cancellation (sent in the same write) is read.
+  const ahead = Array.from({ length: 150 }, (_, i) => start("/bin/sleep", ["3"], `${TAG}-ahead-${i}`));
+  const cancelled = Array.from({ length: 20 }, (_, i) => start("/bin/sleep", ["3"], `${TAG}-cancelled-${i}`));
+  for (const req of cancelled) {
+    req.on("error", () => undefined);
+    req.close(http2.constants.NGHTTP2_CANCEL);
+  }
+  // Every Start ahead reports its start event once admitted.
+  await Promise.all(ahead.map((req) => new Promise<void>((resolve, reject) => {
+    req.once("data", () => resolve());
+    req.once("error", reject);
+  })));
+  const tags = await listTags();
+  const running = tags.filter((t) => t.startsWith(`${TAG}-ahead-`)).length;
+  assert.equal(running, 150, "every Start ahead runs");
+  assert.deepEqual(tags.filter((t) => t.startsWith(`${TAG}-cancelled-`)), [], "no cancelled Start has a process");
+  // Each was dropped at its turn, not handled as a request whose stream had closed (which would
+  // wait forever for a body that never ends).
+  const dropped = () => d.logs().split("\n").filter((l) => l.includes("client left before its request was admitted") && l.includes("/process.Process/Start")).length;
+  for (let i = 0; i < 50 && dropped() < 20; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(dropped(), 20);
+  for (const req of ahead) req.close(http2.constants.NGHTTP2_CANCEL);
+});
