@@ -1,6 +1,6 @@
 /**
- * How long one turn of the event loop may spend admitting Start requests before the rest wait
- * for the next turn (their spawns have a gate of their own: process/spawn-turn.ts).
+ * How long one turn of the event loop may spend admitting requests (Start, WatchDir) before the
+ * rest wait for the next turn (spawns have a gate of their own: process/spawn-turn.ts).
  */
 export const ADMIT_BUDGET_MS = 2;
 
@@ -9,10 +9,10 @@ export type Admit = (run: () => void) => void;
 
 /**
  * Admission of the requests that are costly to prepare (a Start: ~0.5 ms of parsing, checks and
- * planning each before its spawn). A burst of them reaches the daemon in one poll of the loop
- * (200 Starts from one client library arrive together), and handled as they arrive they would
- * run back to back for a hundred milliseconds or more while every other request (a Stat, the
- * output of running processes) waits behind them.
+ * planning each before its spawn; a WatchDir sets up a recursive watch). A burst of them reaches
+ * the daemon in one poll of the loop (200 Starts from one client arrive together), and handled
+ * as they arrive they would run back to back for a hundred milliseconds or more while every
+ * other request (a Stat, the output of running processes) waits behind them.
  *
  * Within a turn, requests are run as they come until `budgetMs` has passed since the turn's
  * first one; the rest queue, in order, and are run in the following turns, `budgetMs` of them

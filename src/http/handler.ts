@@ -129,7 +129,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     res.once("close", onClose);
     admit(() => {
       res.off("close", onClose);
-      // A client that left while its Start waited gets no process.
+      // A client that left while its request waited gets no process (or watch).
       if (!gone) return handle(req, res, started);
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       deps.log.info({ method: req.method, path, ms: Math.round(ms * 100) / 100 }, "client left before its request was admitted");

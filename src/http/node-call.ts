@@ -78,18 +78,18 @@ const shutdownCalls = new WeakMap<AbortSignal, Set<(reason: unknown) => void>>()
 
 /** Has `abort` called with the reason of `shutdown` when it fires; returns the undo. */
 function onShutdown(shutdown: AbortSignal, abort: (reason: unknown) => void): () => void {
-  let calls = shutdownCalls.get(shutdown);
-  if (!calls) {
-    const set = new Set<(reason: unknown) => void>();
-    shutdownCalls.set(shutdown, set);
-    shutdown.addEventListener("abort", () => {
-      for (const a of [...set]) a(shutdown.reason);
-    }, { once: true });
-    calls = set;
-  }
+  const calls = shutdownCalls.get(shutdown) ?? watchShutdown(shutdown);
   calls.add(abort);
-  const set = calls;
-  return () => void set.delete(abort);
+  return () => void calls.delete(abort);
+}
+
+function watchShutdown(shutdown: AbortSignal): Set<(reason: unknown) => void> {
+  const calls = new Set<(reason: unknown) => void>();
+  shutdownCalls.set(shutdown, calls);
+  shutdown.addEventListener("abort", () => {
+    for (const abort of [...calls]) abort(shutdown.reason);
+  }, { once: true });
+  return calls;
 }
 
 /** The request body's chunks, read until its end or until more than `max` bytes came. */
