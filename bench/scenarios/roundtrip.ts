@@ -93,17 +93,21 @@ export const roundtrip: Scenario = {
       // the daemon) spawning /bin/true as the daemon does for `user` (session, pipes, uid/gid) and
       // answering at exit + both pipes' EOF. An HTTP round trip plus a spawn in another process,
       // with nothing of envd: what no implementation of this RPC in Node can beat.
-      const floorServer = await startSpawnServer(user.uid, user.gid);
-      try {
-        const viaServer = () =>
-          new Promise<void>((resolve, reject) => {
-            http.get(`${floorServer.url}/run`, { agent }, (res) => res.resume().on("end", resolve)).on("error", reject);
-          });
-        const f = await interleave(n, warm, viaServer, spawnTrue);
-        rows.push(row("GET /run on a bare Node server spawning /bin/true as user, keep-alive HTTP/1.1 (floor, reference)", f.a, f.b, "spawn /bin/true", false));
-        rows[rows.length - 1].note += `; Connect binary is ${(median(bin.a) - median(f.a)).toFixed(2)} ms above this floor, JSON ${(median(json.a) - median(f.a)).toFixed(2)} ms`;
-      } finally {
-        await floorServer.stop();
+      // Twice: with Node's spawn (fork) and with the daemon's own (vfork-like clone, pidfd).
+      for (const native of nativeSupported() ? [false, true] : [false]) {
+        const floorServer = await startSpawnServer(user.uid, user.gid, native);
+        try {
+          const viaServer = () =>
+            new Promise<void>((resolve, reject) => {
+              http.get(`${floorServer.url}/run`, { agent }, (res) => res.resume().on("end", resolve)).on("error", reject);
+            });
+          const f = await interleave(n, warm, viaServer, spawnTrue);
+          const how = native ? "with envd's native spawn" : "with Node's spawn";
+          rows.push(row(`GET /run on a bare Node server spawning /bin/true as user ${how}, keep-alive HTTP/1.1 (floor, reference)`, f.a, f.b, "spawn /bin/true", false));
+          rows[rows.length - 1].note += `; Connect binary is ${(median(bin.a) - median(f.a)).toFixed(2)} ms above this floor, JSON ${(median(json.a) - median(f.a)).toFixed(2)} ms`;
+        } finally {
+          await floorServer.stop();
+        }
       }
       agent.destroy();
 
