@@ -7,7 +7,7 @@ import { isUnavailable } from "./lib/available.js";
 import { ENVD_BIN, ROOT, setDaemonEnv } from "./lib/daemon.js";
 import { describe, machine } from "./lib/machine.js";
 import { machineCpu, stealShare } from "./lib/procfs.js";
-import { renderMarkdown, renderText } from "./lib/table.js";
+import { renderMarkdown, renderText, stolen } from "./lib/table.js";
 import type { BenchContext, ScenarioResult } from "./lib/types.js";
 import { scenarios } from "./scenarios/index.js";
 
@@ -83,7 +83,7 @@ async function main(): Promise<number> {
       r.seconds = (performance.now() - t0) / 1000;
       r.steal = stealShare(cpu0, machineCpu());
       results.push(r);
-      process.stderr.write(`  [${s.id}] ${r.status} in ${r.seconds.toFixed(1)} s; ${(r.steal * 100).toFixed(1)} % of CPU time stolen by the hypervisor\n`);
+      process.stderr.write(`  [${s.id}] ${r.status} in ${r.seconds.toFixed(1)} s; ${stolen(r.steal)}\n`);
     }
   } finally {
     cleanup();

@@ -26,8 +26,9 @@ function statusLine(s: ScenarioResult): string | undefined {
   return undefined;
 }
 
-function stealText(s: ScenarioResult): string {
-  return s.steal === undefined ? "" : `, ${(s.steal * 100).toFixed(1)} % of CPU time stolen by the hypervisor`;
+/** How much of the machine's CPU time (a 0–1 share) the hypervisor stole, in words. */
+export function stolen(share: number): string {
+  return `${(share * 100).toFixed(1)} % of the machine's CPU time stolen by the hypervisor`;
 }
 
 /** Renders results as an aligned plain-text table grouped by scenario, with notes below each group. */
@@ -37,7 +38,7 @@ export function renderText(results: ScenarioResult[]): string {
   const line = (c: string[]) => c.map((x, i) => x.padEnd(widths[i])).join("  ").trimEnd();
   const out = [line(HEAD), widths.map((w) => "-".repeat(w)).join("  ")];
   for (const s of results) {
-    out.push(`[${s.id}] ${s.title}  (${s.seconds.toFixed(1)} s${stealText(s)})`);
+    out.push(`[${s.id}] ${s.title}  (${s.seconds.toFixed(1)} s${s.steal === undefined ? "" : `, ${stolen(s.steal)}`})`);
     const status = statusLine(s);
     if (status) out.push(`  ${status}`);
     for (const r of s.rows) out.push(line(cells(r)));
@@ -58,7 +59,7 @@ export function renderMarkdown(results: ScenarioResult[]): string {
       out.push(`| ${s.id.split("-")[0]} | ${cells(r).map(esc).join(" | ")} |`);
       if (r.note) notes.push(`- ${s.id.split("-")[0]} ${r.metric}: ${r.note}`);
     }
-    if (s.steal !== undefined) notes.push(`- ${s.id.split("-")[0]} (whole scenario, ${s.seconds.toFixed(0)} s): ${(s.steal * 100).toFixed(1)} % of the machine's CPU time was stolen by the hypervisor`);
+    if (s.steal !== undefined) notes.push(`- ${s.id.split("-")[0]} (whole scenario, ${s.seconds.toFixed(0)} s): ${stolen(s.steal)}`);
   }
   return out.join("\n") + (notes.length ? "\n\n" + notes.join("\n") : "") + "\n";
 }
