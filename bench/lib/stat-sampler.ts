@@ -1,4 +1,5 @@
 import http from "node:http";
+import { setPriority } from "node:os";
 import http2 from "node:http2";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -21,6 +22,12 @@ interface SamplerConfig {
   gapMs: number;
   /** Lean clients (hand-made requests on a kept-alive connection) instead of connect-node's. */
   lean?: boolean;
+  /**
+   * The sampler thread's nice value (only that thread's: Linux priorities are per thread).
+   * A remote client's waits for a CPU are not the daemon's latency; at the daemon's own
+   * priority, this thread's are mostly not counted either.
+   */
+  nice?: number;
 }
 
 type Stat = () => Promise<void>;
@@ -111,6 +118,7 @@ export class StatSampler {
 }
 
 async function sampleInWorker(config: SamplerConfig): Promise<void> {
+  if (config.nice !== undefined) setPriority(config.nice);
   let stat: Stat;
   if (config.lean) stat = leanStat(config);
   else {

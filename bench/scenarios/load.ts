@@ -6,12 +6,14 @@ import { join } from "node:path";
 import type { Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
 import { probe } from "../lib/available.js";
 import { withDaemon } from "../lib/daemon.js";
+import { UNIT_NICE } from "../../test/helpers/daemon.js";
 import { cpuSeconds, machineCpu, peakGrowth, stealShare } from "../lib/procfs.js";
 import { startToEnd } from "../lib/process-stream.js";
 import { leanStart } from "../lib/connect-reader.js";
 import { leanWatch } from "../lib/lean-watch.js";
 import { compared, single } from "../lib/rows.js";
 import { mib, percentile, sleep } from "../lib/stats.js";
+import { startStatServer } from "../lib/stat-server.js";
 import { epochNow, StatSampler, type StatSamples } from "../lib/stat-sampler.js";
 import { benchTransports } from "../lib/transports.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -59,6 +61,14 @@ interface LoadShape {
    * clients are remote, and here connect-node's clients alone use more CPU than the daemon.
    */
   lean: boolean;
+  /** The samplers' threads' nice value (see StatSampler); unset: the bench's own. */
+  samplerNice?: number;
+}
+
+/** Where the samplers send their Stats: h2c (binary) and HTTP/1.1 (JSON). */
+interface StatTarget {
+  url: string;
+  http1Url: string;
 }
 
 /** What one server did under the load. */
@@ -84,15 +94,15 @@ interface LoadOutcome {
  * streaming commands (one 64-byte line every 50 ms each, in a single perl process: no fork per
  * line) and `watchers` recursive watchers on a churning directory, while Stat is sampled.
  */
-async function underLoad(url: string, http1Url: string, pid: number, shape: LoadShape): Promise<LoadOutcome> {
-  const { commands, watchers, seconds, dir, quick, lean } = shape;
+async function underLoad(url: string, http1Url: string, pid: number, shape: LoadShape, statAt: StatTarget = { url, http1Url }): Promise<LoadOutcome> {
+  const { commands, watchers, seconds, dir, quick, lean, samplerNice } = shape;
   const lines = seconds * 20;
   const script = `$|=1; for (1..${lines}) { print "${LINE}\\n"; select(undef,undef,undef,0.05) }`;
   const t = benchTransports(url, http1Url);
   await probe("Filesystem.Stat", () => t.fs.binary.stat({ path: dir }));
   // The samplers run on their own threads: this thread drives hundreds of streams, and its
   // event-loop lag must not be counted as server latency.
-  const sampler = (codec: "binary" | "json") => new StatSampler({ url, http1Url, path: dir, codec, gapMs: 5, lean });
+  const sampler = (codec: "binary" | "json") => new StatSampler({ url: statAt.url, http1Url: statAt.http1Url, path: dir, codec, gapMs: 5, lean, nice: samplerNice });
 
   // Idle latency first: the same two samplers on the quiet server are the baseline (after a
   // second of warm-up: the first calls compile code and load modules on both sides).
@@ -179,15 +189,35 @@ async function underLoad(url: string, http1Url: string, pid: number, shape: Load
   };
 }
 
+/**
+ * The floor: the same load on envd (lean clients, unit priorities), its Stats sent instead to a
+ * bare Node Stat server beside it at the unit's priority (see stat-server.ts). What this machine
+ * gives any Node server answering Stat there, whatever that server's own work.
+ */
+async function floorRows(s: LoadShape, ctx: BenchContext): Promise<Row[]> {
+  mkdirSync(s.dir);
+  const server = await startStatServer();
+  let floor: LoadOutcome;
+  try {
+    floor = await withDaemon(({ daemon }) => underLoad(daemon.url, daemon.url, daemon.pid, s, server), { unitPriorities: true });
+  } finally {
+    await server.stop();
+  }
+  ctx.log(`floor: errors ${floor.errors.length}; stat samples ${floor.bin.ms.length}+${floor.json.ms.length}`);
+  const rows = statRows(floor, s.commands, "bare Node Stat server beside envd under the same load (floor, reference)", false, "idle bare server");
+  const note = `${(floor.steal.load * 100).toFixed(1)} % of CPU time stolen by the hypervisor during this load${floor.errors.length ? `; errors: ${floor.errors.slice(0, 3).join("; ")}` : ""}`;
+  return rows.map((r) => ({ ...r, note: `${r.note}; ${note}` }));
+}
+
 /** Stat p99 rows (whole run and steady state) of one server under the load. */
-function statRows(o: LoadOutcome, commands: number, clients: string, withTarget: boolean): Row[] {
+function statRows(o: LoadOutcome, commands: number, clients: string, withTarget: boolean, idleServer = "idle daemon"): Row[] {
   const rows: Row[] = [];
   for (const [transport, s, idle] of [
     ["binary h2c", o.bin, o.idle.bin],
     ["JSON HTTP/1.1", o.json, o.idle.json],
   ] as const) {
     const idleP99 = percentile(idle, 99);
-    const idleLabel = `idle daemon, same samplers, ${transport.split(" ")[0]}`;
+    const idleLabel = `${idleServer}, same samplers, ${transport.split(" ")[0]}`;
     const codec = `${transport}, ${clients}`;
     const steady = after(s, o.allStarted);
     rows.push(
@@ -220,24 +250,27 @@ export const load: Scenario = {
   id: ID,
   title: "Load: concurrent streaming commands and watchers, Stat latency",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const shape = (lean: boolean, name: string): LoadShape => ({
+    const shape = (lean: boolean, name: string, samplerNice?: number): LoadShape => ({
       commands: ctx.quick ? 20 : 200,
       watchers: ctx.quick ? 5 : 50,
       seconds: ctx.quick ? 2 : 10,
       dir: join(ctx.tmp, `watched-${name}`),
       quick: ctx.quick,
       lean,
+      samplerNice,
     });
     // The target rows: the daemon as its systemd unit runs it (Nice=-20, realtime IO; the
     // commands it starts are reset to nice 0) and the load's clients lean, as remote clients
-    // cost the sandbox nothing. Then, for reference and comparison with earlier runs: the daemon
+    // cost the sandbox nothing. The Stat samplers stand for remote callers too: their threads run
+    // at the daemon's priority, so that their own waits for a CPU on this machine (which a remote
+    // caller does not have) are not counted as the daemon's latency. Then, for reference and comparison with earlier runs: the daemon
     // at nice 0 like the commands, with connect-node's clients on this machine's cores.
     const rows: Row[] = [];
     for (const [lean, unit, clients] of [
-      [true, true, "lean clients, unit priorities"],
+      [true, true, "lean clients, unit priorities for envd and samplers"],
       [false, false, "connect-node clients, envd at nice 0"],
     ] as const) {
-      const s = shape(lean, `${lean ? "lean" : "connect-node"}-${unit ? "unit" : "nice0"}`);
+      const s = shape(lean, `${lean ? "lean" : "connect-node"}-${unit ? "unit" : "nice0"}`, unit ? UNIT_NICE : undefined);
       mkdirSync(s.dir);
       const envd = await withDaemon(({ daemon }) => underLoad(daemon.url, daemon.url, daemon.pid, s), { unitPriorities: unit });
       ctx.log(`${clients}: errors ${envd.errors.length}; stat samples ${envd.bin.ms.length}+${envd.json.ms.length}; daemon CPU ${envd.cpu.toFixed(1)} s`);
@@ -268,6 +301,7 @@ export const load: Scenario = {
           }),
         );
       }
+      if (lean && unit) rows.push(...(await floorRows(shape(lean, "lean-unit-floor", UNIT_NICE), ctx)));
     }
     return rows;
   },

@@ -31,8 +31,11 @@ export interface StartOptions {
   unitPriorities?: boolean;
 }
 
+/** The unit's Nice= (packaging/envd.service). */
+export const UNIT_NICE = -20;
+
 /** The unit's Nice= and IOScheduling*= as a command prefix (each step execs: the pid is envd's). */
-export const UNIT_PRIORITIES = ["nice", "-n", "-20", "ionice", "-c", "1", "-n", "4"];
+export const UNIT_PRIORITIES = ["nice", "-n", String(UNIT_NICE), "ionice", "-c", "1", "-n", "4"];
 
 /** Starts dist/envd on a free port with test-safe defaults and waits until it listens. */
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
