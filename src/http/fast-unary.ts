@@ -21,7 +21,7 @@ import {
   parseTimeout,
   trailerMux,
 } from "@connectrpc/connect/protocol-connect";
-import { CLIENT_GONE, bodyChunks, callContext, iterate, header, nodeHeaders, webHeaders, type Req, type Res } from "./node-call.js";
+import { CLIENT_GONE, bodyChunks, callContext, iterate, header, nodeHeaders, sendWhole, webHeaders, type Req, type Res } from "./node-call.js";
 
 export type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>;
 type UnarySpec = Parameters<typeof invokeUnaryImplementation>[0];
@@ -116,7 +116,6 @@ async function serve(req: Req, res: Res, values: ContextValues, method: UnaryMet
   const out = trailerMux(context.responseHeader, context.responseTrailer);
   out.set(headerUnaryContentLength, String(body.byteLength));
   if (res.destroyed) return;
-  res.writeHead(status, nodeHeaders(out));
-  res.end(body);
+  sendWhole(req, res, status, nodeHeaders(out), body);
 }
 

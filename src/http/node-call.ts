@@ -154,3 +154,27 @@ export function nodeHeaders(h: Headers): Record<string, string | string[]> {
   });
   return o;
 }
+
+/**
+ * Sends a whole answer (status, headers, body). HTTP/2, once the request body has been read:
+ * straight on the stream, END_STREAM on the last DATA frame. Node's compatibility response
+ * always asks nghttp2 to wait for trailers and sends them from a setImmediate, which queues
+ * their write after the turn's HTTP/2 writes have gone: the answer's end waits for the next
+ * turn of the event loop, a whole poll phase under load. An answer that leaves the request body
+ * unread takes the compatibility path: its trailers are where the stream is then reset
+ * (see releaseUnreadBody in handler.ts).
+ */
+export function sendWhole(req: Req, res: Res, status: number, headers: Record<string, string | string[]>, body: Uint8Array): void {
+  if (req.httpVersionMajor === 2 && req.complete) {
+    const h2res = res as Http2ServerResponse;
+    const stream = h2res.stream;
+    if (stream.destroyed || stream.headersSent) return;
+    h2res.statusCode = status; // what the access log reports
+    // Headers set on the response before (CORS) go too, as writeHead merges them.
+    stream.respond({ ...h2res.getHeaders(), ...headers, ":status": status });
+    stream.end(body);
+    return;
+  }
+  res.writeHead(status, headers);
+  res.end(body);
+}
