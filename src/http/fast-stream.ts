@@ -11,7 +11,7 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import type { FramedMethod } from "./framed-stream.js";
-import { CLIENT_GONE, bodyChunks, callContext, header, iterate, nodeHeaders, webHeaders, type CallContext, type Req, type Res } from "./node-call.js";
+import { CLIENT_GONE, answerSink, bodyChunks, callContext, header, iterate, nodeHeaders, webHeaders, type CallContext, type Req, type Res } from "./node-call.js";
 
 type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>;
 
@@ -48,23 +48,26 @@ async function stream(req: Req, res: Res, values: ContextValues, method: FramedM
   const contentType = binary ? contentTypeStreamProto : contentTypeStreamJson;
   const context = callContext(method.spec, webHeaders(req), req.url ?? "/", timeoutMs, opt.shutdownSignal, values, contentType);
   let open = true;
+  let ended = false;
   res.once("close", () => {
     open = false;
-    if (!res.writableFinished) context.abort(CLIENT_GONE);
+    if (!ended && !res.writableFinished) context.abort(CLIENT_GONE);
   });
   // A write to a response whose client left fails; the 'close' above ends the loop instead.
   res.on("error", () => undefined);
   const body = await callBody(req, context, method, binary, opt.readMaxBytes);
+  const sink = answerSink(req, res);
   try {
     let next = await body.next();
     if (!open) return;
     // Sent once the first frame is ready: until then the implementation may still set headers.
-    res.writeHead(200, nodeHeaders(context.responseHeader));
+    sink.head(200, nodeHeaders(context.responseHeader));
     for (; next.done !== true; next = await body.next()) {
       if (!open) return;
-      if (!(res as NodeJS.WritableStream).write(next.value) && !(await drained(res))) return;
+      if (!sink.write(next.value) && !(await drained(sink.events))) return;
     }
-    res.end();
+    ended = true;
+    sink.end();
   } finally {
     // Leaving early closes the implementation's generator, so its `finally` blocks run.
     await body.return(undefined);
@@ -86,7 +89,7 @@ async function callBody(req: Req, context: CallContext, method: FramedMethod, bi
 }
 
 /** Resolves true once `res` drained, false if it closed or failed first. */
-function drained(res: Res): Promise<boolean> {
+function drained(res: NodeJS.EventEmitter): Promise<boolean> {
   return new Promise((resolve) => {
     const done = (ok: boolean) => () => {
       res.off("drain", onDrain);

@@ -156,25 +156,51 @@ export function nodeHeaders(h: Headers): Record<string, string | string[]> {
 }
 
 /**
- * Sends a whole answer (status, headers, body). HTTP/2, once the request body has been read:
- * straight on the stream, END_STREAM on the last DATA frame. Node's compatibility response
- * always asks nghttp2 to wait for trailers and sends them from a setImmediate, which queues
- * their write after the turn's HTTP/2 writes have gone: the answer's end waits for the next
- * turn of the event loop, a whole poll phase under load. An answer that leaves the request body
- * unread takes the compatibility path: its trailers are where the stream is then reset
- * (see releaseUnreadBody in handler.ts).
+ * Where an answer goes. HTTP/2, once the request body has been read: straight on the stream,
+ * END_STREAM on the last DATA frame. Node's compatibility response always asks nghttp2 to wait
+ * for trailers and sends them from a setImmediate, which queues their write after the turn's
+ * HTTP/2 writes have gone: the answer's end waits for the next turn of the event loop, a whole
+ * poll phase under load. An answer that leaves the request body unread takes the compatibility
+ * path: its trailers are where the stream is then reset (see releaseUnreadBody in handler.ts).
  */
-export function sendWhole(req: Req, res: Res, status: number, headers: Record<string, string | string[]>, body: Uint8Array): void {
-  if (req.httpVersionMajor === 2 && req.complete) {
-    const h2res = res as Http2ServerResponse;
-    const stream = h2res.stream;
-    if (stream.destroyed || stream.headersSent) return;
-    h2res.statusCode = status; // what the access log reports
-    // Headers set on the response before (CORS) go too, as writeHead merges them.
-    stream.respond({ ...h2res.getHeaders(), ...headers, ":status": status });
-    stream.end(body);
-    return;
+export interface AnswerSink {
+  head(status: number, headers: Record<string, string | string[]>): void;
+  /** False: wait for 'drain' (or 'close') on `events`. */
+  write(chunk: Uint8Array): boolean;
+  end(chunk?: Uint8Array): void;
+  /** What emits 'drain' and 'close' for the writes. */
+  events: NodeJS.EventEmitter;
+}
+
+export function answerSink(req: Req, res: Res): AnswerSink {
+  if (req.httpVersionMajor !== 2 || !req.complete) {
+    return {
+      head: (status, headers) => void res.writeHead(status, headers),
+      write: (chunk) => (res as NodeJS.WritableStream).write(chunk),
+      end: (chunk) => void (chunk ? res.end(chunk) : res.end()),
+      events: res,
+    };
   }
-  res.writeHead(status, headers);
-  res.end(body);
+  const h2res = res as Http2ServerResponse;
+  const stream = h2res.stream;
+  // A write the client's reset made fail: the response's 'close' tells the call.
+  stream.on("error", () => undefined);
+  return {
+    head(status, headers) {
+      if (stream.destroyed) return;
+      h2res.statusCode = status; // what the access log reports
+      // Headers set on the response before (CORS) go too, as writeHead merges them.
+      stream.respond({ ...h2res.getHeaders(), ...headers, ":status": status });
+    },
+    write: (chunk) => stream.write(chunk),
+    end: (chunk) => void (stream.destroyed || (chunk ? stream.end(chunk) : stream.end())),
+    events: stream,
+  };
+}
+
+/** Sends a whole answer (status, headers, body): see AnswerSink. */
+export function sendWhole(req: Req, res: Res, status: number, headers: Record<string, string | string[]>, body: Uint8Array): void {
+  const sink = answerSink(req, res);
+  sink.head(status, headers);
+  sink.end(body);
 }
