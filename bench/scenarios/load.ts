@@ -263,8 +263,9 @@ export const load: Scenario = {
     // commands it starts are reset to nice 0) and the load's clients lean, as remote clients
     // cost the sandbox nothing. The Stat samplers stand for remote callers too: their threads run
     // at the daemon's priority, so that their own waits for a CPU on this machine (which a remote
-    // caller does not have) are not counted as the daemon's latency. Then, for reference and comparison with earlier runs: the daemon
-    // at nice 0 like the commands, with connect-node's clients on this machine's cores.
+    // caller does not have) are not counted as the daemon's latency. Then a floor (floorRows).
+    // Then, for reference and comparison with earlier runs: the daemon and its samplers at nice 0
+    // like the commands, with connect-node's clients on this machine's cores.
     const rows: Row[] = [];
     for (const [lean, unit, clients] of [
       [true, true, "lean clients, unit priorities for envd and samplers"],

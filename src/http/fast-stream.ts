@@ -48,10 +48,9 @@ async function stream(req: Req, res: Res, values: ContextValues, method: FramedM
   const contentType = binary ? contentTypeStreamProto : contentTypeStreamJson;
   const context = callContext(method.spec, webHeaders(req), req.url ?? "/", timeoutMs, opt.shutdownSignal, values, contentType);
   let open = true;
-  let ended = false;
   res.once("close", () => {
     open = false;
-    if (!ended && !res.writableFinished) context.abort(CLIENT_GONE);
+    if (!res.writableFinished) context.abort(CLIENT_GONE);
   });
   // A write to a response whose client left fails; the 'close' above ends the loop instead.
   res.on("error", () => undefined);
@@ -66,7 +65,6 @@ async function stream(req: Req, res: Res, values: ContextValues, method: FramedM
       if (!open) return;
       if (!sink.write(next.value) && !(await drained(sink.events))) return;
     }
-    ended = true;
     sink.end();
   } finally {
     // Leaving early closes the implementation's generator, so its `finally` blocks run.
