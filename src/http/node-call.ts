@@ -182,9 +182,9 @@ export function answerSink(req: Req, res: Res): AnswerSink {
     };
   }
   const h2res = res as Http2ServerResponse;
+  // Its errors (a write the client's reset made fail) are swallowed by the compatibility layer's
+  // own listener; the response's 'close' tells the call.
   const stream = h2res.stream;
-  // A write the client's reset made fail: the response's 'close' tells the call.
-  stream.on("error", () => undefined);
   return {
     head(status, headers) {
       if (stream.destroyed) return;
