@@ -215,6 +215,17 @@ export async function settleFds(pid: number, limit: number, timeoutMs = 15_000):
   return n;
 }
 
+/** Waits (up to `timeoutMs`) until `pid` holds at least `atLeast` descriptors; returns its count. */
+export async function fdsReach(pid: number, atLeast: number, timeoutMs = 15_000): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  let n = procStats(pid).fds;
+  while (n < atLeast && Date.now() < deadline) {
+    await sleep(100);
+    n = procStats(pid).fds;
+  }
+  return n;
+}
+
 /** Resolves after `ms`. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
