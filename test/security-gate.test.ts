@@ -242,19 +242,25 @@ test("token comparisons take the same time wherever the candidate differs", () =
   const candidates = [TOKEN.replace(/^./, "X"), TOKEN.replace(/.$/, "X"), "short", TOKEN + "x".repeat(200)];
   const rounds = 40;
   const per = 1000;
-  const medians = candidates.map(() => [] as number[]);
-  for (let r = 0; r < rounds; r++) {
-    for (const [i, cand] of candidates.entries()) {
-      const t0 = process.hrtime.bigint();
-      for (let k = 0; k < per; k++) token.equals(cand);
-      medians[i].push(Number(process.hrtime.bigint() - t0));
+  /** First-byte vs last-byte differing: the fastest round of each (other load only ever adds time). */
+  const measure = (): [number, number] => {
+    const times = candidates.map(() => [] as number[]);
+    for (let r = 0; r < rounds; r++) {
+      // A different order every round: no candidate always runs first (colder) or last.
+      for (let j = 0; j < candidates.length; j++) {
+        const i = (r + j) % candidates.length;
+        const t0 = process.hrtime.bigint();
+        for (let k = 0; k < per; k++) token.equals(candidates[i]);
+        times[i].push(Number(process.hrtime.bigint() - t0));
+      }
     }
-  }
-  // The fastest round of each: other load on the machine only ever adds time, never removes it.
-  const med = medians.map((xs) => Math.min(...xs));
-  // First-byte vs last-byte difference: the early-exit signature of a naive compare.
-  const ratio = med[0] / med[1];
-  assert.ok(ratio > 0.6 && ratio < 1.6, `first vs last byte differing: ${med[0]} vs ${med[1]} ns`);
+    return [Math.min(...times[0]), Math.min(...times[1])];
+  };
+  // The early-exit signature of a naive compare shows in every measurement; a noisy VM's bursts
+  // (the hypervisor taking the CPU for milliseconds) in one now and then: up to three tries.
+  let [first, last] = measure();
+  for (let attempt = 1; attempt < 3 && !(first / last > 0.6 && first / last < 1.6); attempt++) [first, last] = measure();
+  assert.ok(first / last > 0.6 && first / last < 1.6, `first vs last byte differing: ${first} vs ${last} ns`);
   assert.equal(safeEqual(TOKEN, TOKEN), true);
   assert.equal(safeEqual(TOKEN, TOKEN + "x"), false);
 });
