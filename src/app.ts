@@ -57,7 +57,8 @@ export async function startApp(config: Config, version: string): Promise<App> {
       // WatchDir's events leave as connect-es serializes them, through the stream fast path.
       { ...serviceEntry(Filesystem, fs), frames: serializedFrames },
       // Output streams leave as hand-written frames (zero-copy binary, one base64 pass for JSON).
-      { ...serviceEntry(Process, proc), frames: processEventFrame },
+      // Start and Connect (what the SDKs stream commands through) skip connect-es's layers.
+      { ...serviceEntry(Process, proc), frames: processEventFrame, direct: proc.streams },
     ],
   });
   const server = new Server(handler);

@@ -14,10 +14,10 @@ import { gzipSync } from "node:zlib";
 import { create, fromBinary, fromJsonString, toBinary, toJsonString, type DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouterOptions } from "@connectrpc/connect";
 import { Filesystem, StatRequestSchema, StatResponseSchema, ListDirRequestSchema, MakeDirRequestSchema, WatchDirRequestSchema, WatchDirResponseSchema } from "../src/gen/filesystem/filesystem_pb.js";
-import { StartRequestSchema, StartResponseSchema } from "../src/gen/process/process_pb.js";
+import { ConnectRequestSchema, StartRequestSchema, StartResponseSchema } from "../src/gen/process/process_pb.js";
 import { createFastUnary, serviceEntry } from "../src/http/fast-unary.js";
 import { createFastStream } from "../src/http/fast-stream.js";
-import { CALL_DONE, callContext } from "../src/http/node-call.js";
+import { CALL_DONE, CLIENT_GONE, callContext } from "../src/http/node-call.js";
 import { serializedFrames, serviceWithFrames, type FramedMethod } from "../src/http/framed-stream.js";
 import { createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
@@ -125,6 +125,49 @@ for (const transport of ["h1", "h2"] as const) {
     });
   }
 }
+
+/** A Start or Connect request's payload in the codec asked for. */
+function processPayload(binary: boolean, schema: typeof StartRequestSchema | typeof ConnectRequestSchema, init: object): Buffer {
+  const msg = create(schema as DescMessage, init as Record<string, unknown>);
+  return binary ? Buffer.from(toBinary(schema as DescMessage, msg)) : Buffer.from(toJsonString(schema as DescMessage, msg));
+}
+
+for (const [transport, binary] of [["h1", false], ["h2", true]] as const) {
+  test(`Start and Connect ${transport} ${binary ? "binary" : "JSON"}: the direct path ends failed calls with connect-node's errors`, async () => {
+    const type = { "content-type": `application/connect+${binary ? "proto" : "json"}` };
+    const nobody = { authorization: `Basic ${Buffer.from("nobody-here:").toString("base64")}` };
+    const cases: [string, string, Buffer, Record<string, string>, string][] = [
+      ["an unknown Basic user", "/process.Process/Start", processPayload(binary, StartRequestSchema, { process: { cmd: "/bin/true" } }), nobody, "unauthenticated"],
+      ["an empty command", "/process.Process/Start", processPayload(binary, StartRequestSchema, { process: { cmd: "" } }), {}, "invalid_argument"],
+      ["a missing working directory", "/process.Process/Start", processPayload(binary, StartRequestSchema, { process: { cmd: "/bin/true", cwd: join(dir, "nope") } }), {}, "invalid_argument"],
+      ["a process that is not there", "/process.Process/Connect", processPayload(binary, ConnectRequestSchema, { process: { selector: { case: "pid", value: 999_999 } } }), {}, "not_found"],
+    ];
+    for (const [name, path, payload, extra, code] of cases) {
+      const fast = await exchange(transport, path, { ...type, ...extra }, envelope(0, payload));
+      const generic = await exchange(transport, path, { ...type, ...extra, "connect-content-encoding": "gzip" }, envelope(1, gzipSync(payload)));
+      assert.equal(fast.headers["connect-content-encoding"], undefined, name);
+      assert.deepEqual(comparable(fast), comparable(generic), name);
+      const end = JSON.parse(parseEnvelopes(fast.body).at(-1)!.data.toString()) as { error?: { code: string } };
+      assert.equal(end.error?.code, code, `${name}: ${fast.body.toString()}`);
+    }
+  });
+}
+
+test("Start on the direct path: Connect-Timeout-Ms ends the stream with deadline_exceeded, as on connect-node's path", async () => {
+  const payload = processPayload(false, StartRequestSchema, { process: { cmd: "/bin/sleep", args: ["5"] } });
+  const type = { "content-type": "application/connect+json", "connect-timeout-ms": "300" };
+  const t0 = performance.now();
+  const [fast, generic] = await Promise.all([
+    httpExchange(`${d.url}/process.Process/Start`, { headers: { ...AUTH, ...type }, body: envelope(0, payload) }, 2000),
+    httpExchange(`${d.url}/process.Process/Start`, { headers: { ...AUTH, ...type, "connect-content-encoding": "gzip" }, body: envelope(1, gzipSync(payload)) }, 2000),
+  ].map((p) => p.then((a) => ({ a, ms: performance.now() - t0 }))));
+  for (const { a, ms } of [fast, generic]) {
+    const events = startEvents(a, false);
+    assert.deepEqual(events.at(-1), { end: { error: { code: "deadline_exceeded", message: "the operation timed out" } } });
+    assert.ok(ms < 3000, `ended after ${ms.toFixed(0)} ms, not with the process`);
+  }
+  assert.deepEqual(startEvents(fast.a, false), startEvents(generic.a, false));
+});
 
 for (const transport of ["h1", "h2"] as const) {
   for (const binary of [false, true]) {
@@ -319,7 +362,7 @@ test("the stream fast path takes plain Connect streams of framed methods only, a
     call: () => (used.push("envelope transforms"), frame("{}")),
     callWithPayload: (_c: unknown, _b: boolean, payload: Uint8Array) => (used.push(`payload ${Buffer.from(payload).toString()}`), frame("{}")),
   } as unknown as FramedMethod;
-  const fast = createFastStream(OPTIONS, new Map([["/process.Process/Start", method]]), () => createContextValues());
+  const fast = createFastStream(OPTIONS, new Map([["/process.Process/Start", method]]), () => createContextValues(), () => undefined);
   const s = await bareServer((req, res) => fast(req, res));
   try {
     const post = (headers: Record<string, string>, body: Buffer, path = "/process.Process/Start") => httpExchange(`${s.url}${path}`, { headers, body });
@@ -342,6 +385,61 @@ test("the stream fast path takes plain Connect streams of framed methods only, a
     ];
     for (const [headers, path] of declined) assert.equal((await post(headers, envelope(0, "{}"), path)).status, 599, JSON.stringify(headers));
     assert.equal(used.length, 4);
+  } finally {
+    s.close();
+  }
+});
+
+test("the direct path: one plain envelope goes to the direct implementation, which sees the header, the user and the client leaving", async () => {
+  const used: string[] = [];
+  let signal: AbortSignal | undefined;
+  let liveClosed: () => void = () => undefined;
+  const liveFinallyRan = new Promise<void>((r) => (liveClosed = r));
+  const method = {
+    spec: { method: { name: "Start" } },
+    call: () => (used.push("envelope transforms"), (async function* () {
+      yield envelope(2, "{}");
+    })()),
+    callWithPayload: () => {
+      throw new Error("the direct path must be taken");
+    },
+    direct: {
+      parse: (binary: boolean, payload: Uint8Array) => ({ binary, text: Buffer.from(payload).toString() }),
+      frame: (m: unknown) => ({ pieces: [envelope(0, JSON.stringify(m))] }),
+      end: (e: ConnectError | undefined) => envelope(2, e ? JSON.stringify({ error: { code: Code[e.code] } }) : "{}"),
+      impl: (message: unknown, call: { signal: AbortSignal; header(n: string): string | null; user: unknown }) => (async function* () {
+        signal = call.signal;
+        used.push(`direct ${JSON.stringify(message)} ${call.header("X-Probe")} ${String(call.user)}`);
+        try {
+          yield { first: true };
+          if ((message as { text: string }).text === "fail") throw new ConnectError("no such thing", Code.NotFound);
+          if ((message as { text: string }).text === "end") return;
+          await new Promise((r) => call.signal.addEventListener("abort", r));
+        } finally {
+          if ((message as { text: string }).text === "wait") liveClosed();
+        }
+      })(),
+    },
+  } as unknown as FramedMethod;
+  const fast = createFastStream(OPTIONS, new Map([["/process.Process/Start", method]]), () => createContextValues(), (auth) => (auth ? `user of ${auth}` : undefined) as never);
+  const s = await bareServer((req, res) => fast(req, res));
+  try {
+    const type = { "content-type": "application/connect+json", "x-probe": "p1", authorization: "b" };
+    const ended = await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: envelope(0, "end") });
+    assert.deepEqual(parseEnvelopes(ended.body).map((e) => [e.flags, e.data.toString()]), [[0, JSON.stringify({ first: true })], [2, "{}"]]);
+    const failed = await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: envelope(0, "fail") });
+    assert.equal(failed.status, 200);
+    assert.deepEqual(parseEnvelopes(failed.body).map((e) => e.data.toString()).at(-1), JSON.stringify({ error: { code: "NotFound" } }));
+    assert.deepEqual(used, ['direct {"binary":false,"text":"end"} p1 user of b', 'direct {"binary":false,"text":"fail"} p1 user of b']);
+    // Two envelopes: connect-es's transforms word the error, as before.
+    await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: Buffer.concat([envelope(0, "a"), envelope(0, "b")]) });
+    assert.equal(used.at(-1), "envelope transforms");
+    // A live stream whose client leaves: the signal aborts and the implementation's finally runs.
+    const live = await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: envelope(0, "wait") });
+    assert.equal(live.open, true, "the stream was still open when the client left");
+    await liveFinallyRan;
+    assert.equal(signal?.aborted, true);
+    assert.equal(signal?.reason, CLIENT_GONE);
   } finally {
     s.close();
   }

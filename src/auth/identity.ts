@@ -28,7 +28,11 @@ export function userFromBasic(header: string | undefined, deps: Deps): User | un
 
 /** The user of an RPC: the Basic-auth user, else the default user (unauthenticated when neither resolves). */
 export function requestUser(ctx: HandlerContext, deps: Deps): User {
-  const user = ctx.values.get(userKey);
+  return userOrDefault(ctx.values.get(userKey), deps);
+}
+
+/** `user` (the Basic-auth user of a call), else the default user (unauthenticated when neither resolves). */
+export function userOrDefault(user: User | undefined, deps: Deps): User {
   if (user) return user;
   const name = deps.state.defaultUser;
   if (!name) throw new ConnectError("no user specified", Code.Unauthenticated);

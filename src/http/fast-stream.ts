@@ -11,7 +11,8 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import type { FramedMethod } from "./framed-stream.js";
-import { CLIENT_GONE, answerSink, bodyChunks, callContext, header, iterate, nodeHeaders, webHeaders, type CallContext, type Req, type Res } from "./node-call.js";
+import { serveDirect, type UserOf } from "./direct-stream.js";
+import { CLIENT_GONE, answerSink, bodyChunks, callContext, drained, header, iterate, nodeHeaders, webHeaders, type CallContext, type Req, type Res } from "./node-call.js";
 
 type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>;
 
@@ -24,7 +25,7 @@ type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandler
  * and response plumbing (a universal request object, an async iterable over the request, a
  * promise and two listeners per written piece).
  */
-export function createFastStream(options: ConnectRouterOptions, calls: Map<string, FramedMethod>, contextValues: (req: Req) => ContextValues): (req: Req, res: Res) => boolean {
+export function createFastStream(options: ConnectRouterOptions, calls: Map<string, FramedMethod>, contextValues: (req: Req) => ContextValues, userOf: UserOf): (req: Req, res: Res) => boolean {
   const opt: Options = { ...options, ...validateUniversalHandlerOptions(options) };
   return (req, res) => {
     if (req.method !== "POST") return false;
@@ -39,12 +40,21 @@ export function createFastStream(options: ConnectRouterOptions, calls: Map<strin
     const timeout = parseTimeout(header(req, headerTimeout), opt.maxTimeoutMs);
     if (timeout.error) return false;
     // Errors of the call end its stream inside; one here (a failed write) leaves nothing to answer.
-    stream(req, res, contextValues(req), method, type.binary, timeout.timeoutMs, opt).catch(() => res.destroy());
+    stream(req, res, contextValues(req), method, type.binary, timeout.timeoutMs, opt, userOf).catch(() => res.destroy());
     return true;
   };
 }
 
-async function stream(req: Req, res: Res, values: ContextValues, method: FramedMethod, binary: boolean, timeoutMs: number | undefined, opt: Options): Promise<void> {
+async function stream(req: Req, res: Res, values: ContextValues, method: FramedMethod, binary: boolean, timeoutMs: number | undefined, opt: Options, userOf: UserOf): Promise<void> {
+  if (!method.direct) return framed(req, res, values, method, binary, timeoutMs, opt, null);
+  const chunks = await bodyChunks(req, opt.readMaxBytes + 5);
+  const payload = plainPayload(chunks, opt.readMaxBytes);
+  if (payload) return serveDirect(req, res, values, method.direct, userOf, binary, payload, timeoutMs, opt.shutdownSignal);
+  return framed(req, res, values, method, binary, timeoutMs, opt, chunks);
+}
+
+/** The call through framed-stream's body; `chunks`: the request body when already read. */
+async function framed(req: Req, res: Res, values: ContextValues, method: FramedMethod, binary: boolean, timeoutMs: number | undefined, opt: Options, chunks: Buffer[] | null): Promise<void> {
   const contentType = binary ? contentTypeStreamProto : contentTypeStreamJson;
   const context = callContext(method.spec, webHeaders(req), req.url ?? "/", timeoutMs, opt.shutdownSignal, values, contentType);
   let open = true;
@@ -54,7 +64,7 @@ async function stream(req: Req, res: Res, values: ContextValues, method: FramedM
   });
   // A write to a response whose client left fails; the 'close' above ends the loop instead.
   res.on("error", () => undefined);
-  const body = await callBody(req, context, method, binary, opt.readMaxBytes);
+  const body = callBody(chunks ?? (await bodyChunks(req, opt.readMaxBytes + 5)), context, method, binary, opt.readMaxBytes);
   const sink = answerSink(req, res);
   try {
     let next = await body.next();
@@ -72,31 +82,21 @@ async function stream(req: Req, res: Res, values: ContextValues, method: FramedM
   }
 }
 
-/**
- * The call's response body, once its request body is read: a body of exactly one plain envelope
- * within the limit has its payload parsed directly; anything else (several envelopes, flags,
- * an oversized or cut-off message) goes through connect-es's envelope transforms, which word
- * the error as connect-node would.
- */
-async function callBody(req: Req, context: CallContext, method: FramedMethod, binary: boolean, max: number): Promise<AsyncGenerator<Uint8Array>> {
-  const chunks = await bodyChunks(req, max + 5);
+/** The payload of a body that is exactly one plain envelope within the limit, else undefined. */
+function plainPayload(chunks: Buffer[], max: number): Uint8Array | undefined {
   const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
   const length = bytes.length >= 5 ? bytes.readUInt32BE(1) : -1;
-  if (bytes[0] === 0 && length <= max && bytes.length === 5 + length) return method.callWithPayload(context, binary, bytes.subarray(5));
-  return method.call(context, binary, iterate(chunks), null);
+  return bytes[0] === 0 && length <= max && bytes.length === 5 + length ? bytes.subarray(5) : undefined;
 }
 
-/** Resolves true once `res` drained, false if it closed or failed first. */
-function drained(res: NodeJS.EventEmitter): Promise<boolean> {
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => () => {
-      res.off("drain", onDrain);
-      res.off("close", onClose);
-      resolve(ok);
-    };
-    const onDrain = done(true);
-    const onClose = done(false);
-    res.once("drain", onDrain);
-    res.once("close", onClose);
-  });
+/**
+ * The call's response body: a body of exactly one plain envelope within the limit has its
+ * payload parsed directly; anything else (several envelopes, flags, an oversized or cut-off
+ * message) goes through connect-es's envelope transforms, which word the error as connect-node
+ * would.
+ */
+function callBody(chunks: Buffer[], context: CallContext, method: FramedMethod, binary: boolean, max: number): AsyncGenerator<Uint8Array> {
+  const payload = plainPayload(chunks, max);
+  if (payload) return method.callWithPayload(context, binary, payload);
+  return method.call(context, binary, iterate(chunks), null);
 }

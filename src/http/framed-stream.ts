@@ -47,6 +47,10 @@ import {
 } from "@connectrpc/connect/protocol-connect";
 import { createHandlerFactory as grpcFactory } from "@connectrpc/connect/protocol-grpc";
 import { createHandlerFactory as grpcWebFactory } from "@connectrpc/connect/protocol-grpc-web";
+import type { DirectMethod, DirectStream } from "./direct-stream.js";
+
+/** Direct implementations (direct-stream.ts) of a service's server streams, by method local name. */
+export type DirectStreams = Partial<Record<string, DirectStream>>;
 
 /** One response message as ready Connect frame pieces; `written` is called once they reached the kernel. */
 export interface Frame {
@@ -89,9 +93,10 @@ export function serviceWithFrames<S extends DescService>(
   impl: Partial<ServiceImpl<S>>,
   encode: FrameEncoder,
   calls?: Map<string, FramedMethod>,
+  direct?: DirectStreams,
 ): void {
   const opt = { ...options, ...validateUniversalHandlerOptions(options) };
-  const protocols = [grpcFactory(opt), grpcWebFactory(opt), framedConnectFactory(opt, encode, calls)];
+  const protocols = [grpcFactory(opt), grpcWebFactory(opt), framedConnectFactory(opt, encode, calls, direct)];
   router.handlers.push(...createUniversalServiceHandlers(createServiceImplSpec(service, impl), protocols));
 }
 
@@ -104,27 +109,34 @@ export interface FramedMethod {
   call: (context: FramedContext, binary: boolean, body: AsyncIterable<Uint8Array>, compression: Compression | null) => AsyncGenerator<Uint8Array>;
   /** The same call, its request message parsed (when it is read) from the payload of its envelope. */
   callWithPayload: (context: FramedContext, binary: boolean, payload: Uint8Array) => AsyncGenerator<Uint8Array>;
+  /** Set for methods with a direct implementation (direct-stream.ts). */
+  direct?: DirectMethod;
 }
 
 type FramedContext = HandlerContext & { abort(reason?: unknown): void };
 
-function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>, encode: FrameEncoder, calls?: Map<string, FramedMethod>): HandlerFactory {
+function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>, encode: FrameEncoder, calls?: Map<string, FramedMethod>, direct?: DirectStreams): HandlerFactory {
   const standard = connectFactory(opt);
   const endStream = createEndStreamSerialization(opt.jsonOptions);
+  // The end of a direct stream that ended well (no trailers), built once, at the first use: a
+  // Headers object made at start would load undici (~6 MiB of idle RSS).
+  let endOk: Uint8Array | undefined;
   const fact = (spec: MethodSpec) => {
     const generic = standard(spec);
     if (spec.kind !== "server_streaming" || opt.requireConnectProtocolHeader) return generic;
     const serialization = createMethodSerializationLookup(spec.method, opt.binaryOptions, opt.jsonOptions, opt);
     const output = spec.method.output;
-    const run = (context: FramedContext, binary: boolean, input: AsyncIterable<unknown>): AsyncGenerator<Uint8Array> => {
+    // The implementation's messages may be plain objects (normalized here, as connect-es would).
+    const toFrame = (m: unknown, binary: boolean): Frame => {
+      const hand = encode(m, binary);
+      if (hand) return hand;
       const serializer = serialization.getO(binary);
-      // The implementation's messages may be plain objects (normalized here, as connect-es would).
-      const toFrame = (m: unknown): Frame =>
-        encode(m, binary) ?? { pieces: [encodeEnvelope(0, serializer.serialize((isMessage(m, output) ? m : create(output, m as MessageInitShape<typeof output>)) as Parameters<typeof serializer.serialize>[0]))] };
-      return frames(() => invokeServerStream(spec as ServerStreamSpec, context, input, opt.interceptors ?? []), context, toFrame, (e) =>
+      return { pieces: [encodeEnvelope(0, serializer.serialize((isMessage(m, output) ? m : create(output, m as MessageInitShape<typeof output>)) as Parameters<typeof serializer.serialize>[0]))] };
+    };
+    const run = (context: FramedContext, binary: boolean, input: AsyncIterable<unknown>): AsyncGenerator<Uint8Array> =>
+      frames(() => invokeServerStream(spec as ServerStreamSpec, context, input, opt.interceptors ?? []), context, (m) => toFrame(m, binary), (e) =>
         encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: context.responseTrailer, error: e })),
       );
-    };
     const call: FramedMethod["call"] = (context, binary, body, compression) =>
       run(
         context,
@@ -141,7 +153,18 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
       run(context, binary, (async function* () {
         yield serialization.getI(binary).parse(payload);
       })());
-    calls?.set(generic.requestPath, { spec: spec as ServerStreamSpec, call, callWithPayload });
+    const directImpl = direct?.[spec.method.localName];
+    calls?.set(generic.requestPath, {
+      spec: spec as ServerStreamSpec,
+      call,
+      callWithPayload,
+      direct: directImpl && {
+        impl: directImpl,
+        parse: (binary, payload) => serialization.getI(binary).parse(payload),
+        frame: toFrame,
+        end: (error) => (error ? encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: new Headers(), error })) : (endOk ??= encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: new Headers() })))),
+      },
+    });
 
     const handle = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
       const type = parseContentType(req.header.get(headerContentType));

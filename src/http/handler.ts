@@ -7,11 +7,12 @@ import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
 import { createFastUnary, type ServiceEntry } from "./fast-unary.js";
 import { createFastStream } from "./fast-stream.js";
-import { flushedKey, serviceWithFrames, type FrameEncoder, type FramedMethod } from "./framed-stream.js";
+import { flushedKey, serviceWithFrames, type DirectStreams, type FrameEncoder, type FramedMethod } from "./framed-stream.js";
 import { legacyInterceptor } from "./legacy.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
 import type { Deps } from "../deps.js";
+import { userFromBasic } from "../auth/identity.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -28,8 +29,11 @@ const UNAUTHORIZED = "unauthorized access, please provide a valid access token o
 export interface HandlerParts {
   deps: Deps;
   routes: Route[];
-  /** The RPC services; those with `frames` answer uncompressed Connect streams with its frames. */
-  services: (ServiceEntry & { frames?: FrameEncoder })[];
+  /**
+   * The RPC services; those with `frames` answer uncompressed Connect streams with its frames,
+   * and their methods in `direct` are called without connect-es's layers (direct-stream.ts).
+   */
+  services: (ServiceEntry & { frames?: FrameEncoder; direct?: DirectStreams })[];
   shutdownSignal: AbortSignal;
 }
 
@@ -54,8 +58,8 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
   };
   const framed = new Map<string, FramedMethod>();
   const register = (router: ConnectRouter): void => {
-    for (const { service, impl, frames } of services) {
-      if (frames) serviceWithFrames(router, routerOptions, service, impl, frames, framed);
+    for (const { service, impl, frames, direct } of services) {
+      if (frames) serviceWithFrames(router, routerOptions, service, impl, frames, framed, direct);
       else router.service(service, impl);
     }
   };
@@ -68,7 +72,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
   };
   // The fast paths build the context values only for the calls they take; connect-node, for the rest.
   const fastUnary = createFastUnary(routerOptions, services, contextValues);
-  const fastStream = createFastStream(routerOptions, framed, contextValues);
+  const fastStream = createFastStream(routerOptions, framed, contextValues, (authorization) => userFromBasic(authorization, deps));
   const connect = connectNodeAdapter({
     ...routerOptions,
     routes: register,

@@ -34,42 +34,61 @@ export const CALL_DONE = new Error("the call has ended");
 export type CallContext = HandlerContext & { abort(reason?: unknown): void };
 
 /**
- * The call's HandlerContext, as connect-es's createHandlerContext builds it but with one
- * AbortController: aborted by the deadline (connect-es's words), the daemon's shutdown (its
- * reason), the client leaving, or the end of the call (CALL_DONE; skipped when nothing listens
- * to the signal then). connect-es links three controllers and copies the request headers again
- * for every call.
+ * A call's abort signal: aborted by the deadline (connect-es's words), the daemon's shutdown
+ * (its reason), the client leaving, or the end of the call (CALL_DONE; skipped when nothing
+ * listens to the signal then). One AbortController: connect-es links three per call.
  */
-export function callContext(spec: CallSpec, requestHeader: Headers, path: string, timeoutMs: number | undefined, shutdown: AbortSignal | undefined, values: ContextValues, contentType: string): CallContext {
-  const controller = new AbortController();
-  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-  const timer = timeoutMs === undefined ? undefined : setTimeout(() => abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
-  let forget: (() => void) | undefined;
-  function abort(reason?: unknown): void {
-    clearTimeout(timer);
-    forget?.();
-    const signal = controller.signal;
+export class CallSignal {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout | undefined;
+  private readonly forget: (() => void) | undefined;
+  /** When the deadline passes (Date.now() ms), if there is one. */
+  readonly deadline: number | undefined;
+
+  constructor(timeoutMs: number | undefined, shutdown: AbortSignal | undefined) {
+    if (timeoutMs !== undefined) {
+      this.deadline = Date.now() + timeoutMs;
+      this.timer = setTimeout(() => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)), timeoutMs);
+    }
+    if (shutdown?.aborted) this.abort(shutdown.reason);
+    else if (shutdown) this.forget = onShutdown(shutdown, (reason) => this.abort(reason));
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  abort(reason?: unknown): void {
+    clearTimeout(this.timer);
+    this.forget?.();
+    const signal = this.controller.signal;
     if (signal.aborted) return;
     // A call that ended with nothing listening to its signal (a Stat, most unary calls): no
     // event to build and dispatch (Event objects made this a tenth of a Stat's cost).
     if (reason === undefined && getEventListeners(signal, "abort").length === 0) return;
-    controller.abort(reason ?? CALL_DONE);
+    this.controller.abort(reason ?? CALL_DONE);
   }
-  if (shutdown?.aborted) abort(shutdown.reason);
-  else if (shutdown) forget = onShutdown(shutdown, abort);
+}
+
+/**
+ * The call's HandlerContext, as connect-es's createHandlerContext builds it but with one
+ * CallSignal; connect-es also copies the request headers again for every call.
+ */
+export function callContext(spec: CallSpec, requestHeader: Headers, path: string, timeoutMs: number | undefined, shutdown: AbortSignal | undefined, values: ContextValues, contentType: string): CallContext {
+  const call = new CallSignal(timeoutMs, shutdown);
   return {
     ...spec,
     service: spec.method.parent,
     requestMethod: "POST",
     protocolName: "connect",
     url: `http://${requestHeader.get("host") ?? "localhost"}${path}`,
-    signal: controller.signal,
-    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
+    signal: call.signal,
+    timeoutMs: () => (call.deadline === undefined ? undefined : call.deadline - Date.now()),
     requestHeader,
     responseHeader: new Headers({ [headerContentType]: contentType }),
     responseTrailer: new Headers(),
     values,
-    abort,
+    abort: (reason) => call.abort(reason),
   };
 }
 
@@ -203,4 +222,19 @@ export function sendWhole(req: Req, res: Res, status: number, headers: Record<st
   const sink = answerSink(req, res);
   sink.head(status, headers);
   sink.end(body);
+}
+
+/** Resolves true once `res` drained, false if it closed or failed first. */
+export function drained(res: NodeJS.EventEmitter): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => () => {
+      res.off("drain", onDrain);
+      res.off("close", onClose);
+      resolve(ok);
+    };
+    const onDrain = done(true);
+    const onClose = done(false);
+    res.once("drain", onDrain);
+    res.once("close", onClose);
+  });
 }

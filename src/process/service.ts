@@ -1,12 +1,14 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { Process, Signal } from "../gen/process/process_pb.js";
+import { Process, Signal, type ConnectRequest, type StartRequest } from "../gen/process/process_pb.js";
 import type { Deps } from "../deps.js";
-import { requestUser } from "../auth/identity.js";
+import { userOrDefault } from "../auth/identity.js";
+import type { StreamCall } from "../http/direct-stream.js";
+import type { DirectStreams } from "../http/framed-stream.js";
 import { applyInput, streamInput } from "./input.js";
 import { plan } from "./plan.js";
 import { ProcessRegistry } from "./registry.js";
 import { startProcess } from "./start.js";
-import { eventsOf, processEvents } from "./stream.js";
+import { eventsOf, processEvents, streamCall } from "./stream.js";
 import { findExecTools } from "./wrapper.js";
 
 // The reference answers other signals with unimplemented; a bad enum value is bad input,
@@ -14,39 +16,47 @@ import { findExecTools } from "./wrapper.js";
 const SIGNALS: Partial<Record<Signal, NodeJS.Signals>> = { [Signal.SIGTERM]: "SIGTERM", [Signal.SIGKILL]: "SIGKILL" };
 
 /** process.Process: thin table of RPCs; the work lives in the helpers beside this file. */
-export function createProcessService(deps: Deps): ServiceImpl<typeof Process> & { close(): Promise<void> } {
+export function createProcessService(deps: Deps): ServiceImpl<typeof Process> & { streams: DirectStreams; close(): Promise<void> } {
   const registry = new ProcessRegistry(deps.config.maxProcesses);
   const tools = findExecTools();
   const path = process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   if (!tools.setpriv) deps.log.warn("setpriv not found: processes will run without their supplementary groups");
 
-  return {
-    list() {
-      const processes = registry.list().map((h) => ({ config: h.config, pid: h.pid, tag: h.tag }));
-      return { processes };
-    },
-
-    start(req, ctx) {
+  const streams = {
+    start(req: StartRequest, call: StreamCall) {
       const open = async () => {
         const receivedAt = Date.now();
-        const user = requestUser(ctx, deps);
+        const user = userOrDefault(call.user, deps);
         const spawnPlan = await plan(req, {
           user,
           injectedEnv: deps.state.envs.all(),
           defaultWorkdir: deps.state.defaultWorkdir,
-          timeoutHeader: ctx.requestHeader.get("connect-timeout-ms"),
+          timeoutHeader: call.header("connect-timeout-ms"),
           path,
         });
         const { handle, events } = await startProcess(req, spawnPlan, tools, registry, receivedAt);
         deps.log.debug({ pid: handle.pid, pty: handle.isPty, tag: handle.tag }, "process started");
         return { pid: handle.pid, events };
       };
-      return processEvents(open, ctx);
+      return processEvents(open, call);
+    },
+    connect(req: ConnectRequest, call: StreamCall) {
+      return processEvents(() => eventsOf(registry.find(req.process)), call);
+    },
+  };
+
+  return {
+    /** Start and Connect for direct-stream.ts. */
+    streams: streams as DirectStreams,
+
+    list() {
+      const processes = registry.list().map((h) => ({ config: h.config, pid: h.pid, tag: h.tag }));
+      return { processes };
     },
 
-    connect(req, ctx) {
-      return processEvents(() => eventsOf(registry.find(req.process)), ctx);
-    },
+    start: (req, ctx) => streams.start(req, streamCall(ctx)),
+
+    connect: (req, ctx) => streams.connect(req, streamCall(ctx)),
 
     async sendInput(req) {
       await applyInput(registry.findLive(req.process), req.input);

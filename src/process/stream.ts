@@ -1,4 +1,6 @@
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
+import type { StreamCall } from "../http/direct-stream.js";
+import { userKey } from "../auth/identity.js";
 import type { ProcessEvent } from "../gen/process/process_pb.js";
 import { KeepaliveReader, TICK, keepaliveIntervalMs } from "../http/keepalive.js";
 import { endEvent, keepaliveEvent, startEvent } from "./events.js";
@@ -18,23 +20,28 @@ export interface EventSource {
  * ends the stream with its deadline_exceeded error. One generator for the whole stream: each
  * stacked generator would cost every event another round of promises.
  */
-export async function* processEvents(open: () => Promise<EventSource> | EventSource, ctx: HandlerContext): AsyncGenerator<{ event: ProcessEvent }> {
+export async function* processEvents(open: () => Promise<EventSource> | EventSource, call: StreamCall): AsyncGenerator<{ event: ProcessEvent }> {
   const { pid, events } = await open();
   let reader: KeepaliveReader<ProcessEvent> | undefined;
   try {
     yield { event: startEvent(pid) };
-    reader = new KeepaliveReader(events, keepaliveIntervalMs(ctx.requestHeader.get("keepalive-ping-interval")), ctx.signal);
+    reader = new KeepaliveReader(events, keepaliveIntervalMs(call.header("keepalive-ping-interval")), call.signal);
     for (;;) {
       const r = await reader.read();
       if (r === TICK) yield { event: keepaliveEvent() };
       else if (r.done) break;
       else yield { event: r.value };
     }
-    if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
+    if (call.signal.aborted) throw ConnectError.from(call.signal.reason);
   } finally {
     reader?.close();
     await events.return?.();
   }
+}
+
+/** The StreamCall of an RPC that came through connect-es (connect-node's path, gRPC, gRPC-Web). */
+export function streamCall(ctx: HandlerContext): StreamCall {
+  return { signal: ctx.signal, header: (name) => ctx.requestHeader.get(name), user: ctx.values.get(userKey) };
 }
 
 /** The event source of a Connect: live output of a running process, or just the retained end. */
