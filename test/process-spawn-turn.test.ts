@@ -41,3 +41,16 @@ test("spawnTurn: after a quiet spell the first caller goes without waiting for a
   await spawnTurn();
   assert.equal(immediateRan, false, "granted before the loop's next check phase");
 });
+
+test("spawnTurn: a caller in a later turn of the loop goes at once, however soon after the last spawn", async () => {
+  await spawnTurn();
+  busyWait(1);
+  // The loop's check phase closes the turn; well within the budget's time, a new caller comes.
+  await new Promise((r) => setImmediate(r));
+  const t0 = performance.now();
+  let immediateRan = false;
+  setImmediate(() => (immediateRan = true));
+  await spawnTurn();
+  assert.equal(immediateRan, false, "granted before the loop's next check phase");
+  assert.ok(performance.now() - t0 < SPAWN_BUDGET_MS, "within the budget's time of the last spawn");
+});

@@ -11,27 +11,31 @@ export const SPAWN_BUDGET_MS = 4;
 
 const waiting: (() => void)[] = [];
 let scheduled = false;
+// Spawns granted since the loop's last check phase share one budget, counted from turnStart.
+let turnOpen = false;
 let turnStart = 0;
-let lastSpawnEnd = -Infinity;
 
 /**
- * Resolves when this caller may spawn (spawn synchronously right after it resolves). When no
- * spawn ran for a budget's length, the first caller goes at once (a lone Start pays no extra
- * turn of the loop); callers arriving behind it are gated as above.
+ * Resolves when this caller may spawn (spawn synchronously right after it resolves). The first
+ * caller of a turn of the loop goes at once (a lone Start pays no extra turn, however soon it
+ * follows the last one); callers behind it in the same turn go on until the budget is used,
+ * then wait for the next turn.
  */
 export function spawnTurn(): Promise<void> {
   return new Promise((resolve) => {
     waiting.push(resolve);
     if (scheduled) return;
     scheduled = true;
-    if (performance.now() - lastSpawnEnd > SPAWN_BUDGET_MS) queueMicrotask(release);
-    else setImmediate(release);
+    if (!turnOpen || performance.now() - turnStart < SPAWN_BUDGET_MS) queueMicrotask(grant);
+    else setImmediate(grant);
   });
 }
 
-function release(): void {
+function openTurn(): void {
+  if (turnOpen) return;
+  turnOpen = true;
   turnStart = performance.now();
-  grant();
+  setImmediate(() => (turnOpen = false));
 }
 
 // Lets the next caller spawn; queued as a microtask behind the previous caller's resumption,
@@ -42,11 +46,11 @@ function grant(): void {
     scheduled = false;
     return;
   }
+  openTurn();
   next();
   queueMicrotask(() => {
-    lastSpawnEnd = performance.now();
     if (waiting.length === 0) scheduled = false;
-    else if (lastSpawnEnd - turnStart < SPAWN_BUDGET_MS) grant();
-    else setImmediate(release);
+    else if (performance.now() - turnStart < SPAWN_BUDGET_MS) grant();
+    else setImmediate(grant);
   });
 }
