@@ -60,20 +60,36 @@ test("an event over several reads: frames reference each read, protobuf-es sees 
   }
 });
 
-test("only data events take the hand-written path", () => {
-  const events = [
-    { case: "start", value: { pid: 7 } },
-    { case: "end", value: { exitCode: 1, exited: true, status: "exit status 1" } },
-    { case: "keepalive", value: {} },
-  ] as const;
-  for (const event of events) {
-    const msg = create(StartResponseSchema, { event: { event: event } });
-    assert.equal(processEventFrame(msg, true), undefined, event.case);
-    assert.equal(processEventFrame(msg, false), undefined, event.case);
+test("start, end and keep-alive frames equal protobuf-es + connect-es bytes (binary and JSON)", () => {
+  const ends = [];
+  for (const exitCode of [0, 1, -1, 3, 127, 255, 2_147_483_647, -2_147_483_648]) {
+    for (const exited of [true, false]) {
+      for (const status of ["", "exit status 1", "signal: killed", 'quote " backslash \\ newline \n é ✓ \u2028 \u0000']) {
+        for (const error of [undefined, "", "signal: killed", "x".repeat(300)]) ends.push({ exitCode, exited, status, error });
+      }
+    }
   }
+  const events = [
+    ...[0, 1, 127, 128, 16_384, 4_194_304, 4_294_967_295].map((pid) => ({ case: "start" as const, value: { pid } })),
+    ...ends.map((value) => ({ case: "end" as const, value })),
+    { case: "keepalive" as const, value: {} },
+  ];
+  for (const schema of [StartResponseSchema, ConnectResponseSchema] as DescMessage[]) {
+    for (const event of events) {
+      const msg = create(schema as typeof StartResponseSchema, { event: { event } });
+      const name = `${schema.typeName} ${JSON.stringify(event)}`;
+      assert.deepEqual(joined(processEventFrame(msg, true)!.pieces), Buffer.from(encodeEnvelope(0, toBinary(schema, msg))), `${name} binary`);
+      const json = Buffer.from(encodeEnvelope(0, new TextEncoder().encode(toJsonString(schema, msg))));
+      assert.deepEqual(joined(processEventFrame(msg, false)!.pieces), json, `${name} JSON`);
+    }
+  }
+});
+
+test("messages without an event or output take the generic path", () => {
   assert.equal(processEventFrame(create(StartResponseSchema, {}), true), undefined, "no event");
   const noOutput = create(StartResponseSchema, { event: { event: { case: "data", value: {} } } });
   assert.equal(processEventFrame(noOutput, true), undefined, "data event without output");
+  assert.equal(processEventFrame(noOutput, false), undefined, "data event without output");
 });
 
 /** Splits a Connect stream body into frames. */

@@ -28,6 +28,7 @@ const FIELD_NO = { stdout: 1, stderr: 2, pty: 3 } as const;
  */
 export function processEventFrame(message: unknown, binary: boolean): Frame | undefined {
   const event = (message as { event?: ProcessEvent }).event?.event;
+  if (event?.case === "start" || event?.case === "end" || event?.case === "keepalive") return { pieces: [smallEventFrame(event, binary)] };
   if (event?.case !== "data") return undefined;
   const output = event.value.output;
   if (output.case === undefined) return undefined;
@@ -39,6 +40,67 @@ export function processEventFrame(message: unknown, binary: boolean): Frame | un
   // The reads were encoded into the frame: their slabs are free already.
   lease?.release();
   return { pieces: [json.frame], written: json.pooled && (() => jsonPool.give(json.pooled!)) };
+}
+
+type SmallEvent = Extract<ProcessEvent["event"], { case: "start" | "end" | "keepalive" }>;
+
+/**
+ * The frame of a start, end or keep-alive event, as protobuf-es and connect-es would build it
+ * (fields by number, defaults left out; JSON keys in the same order, strings by JSON.stringify):
+ * every Start sends two of them, and the reflective path cost more than the rest of their trip.
+ */
+function smallEventFrame(event: SmallEvent, binary: boolean): Buffer {
+  if (!binary) return envelope(Buffer.from(JSON.stringify({ event: { [event.case]: smallEventJson(event) } })));
+  const fields: Buffer[] = [];
+  if (event.case === "start") {
+    if (event.value.pid !== 0) fields.push(tagged(0x08, varint(event.value.pid))); // StartEvent.pid, uint32
+  } else if (event.case === "end") {
+    const e = event.value;
+    if (e.exitCode !== 0) fields.push(tagged(0x08, varint(((e.exitCode << 1) ^ (e.exitCode >> 31)) >>> 0))); // EndEvent.exit_code, sint32
+    if (e.exited) fields.push(tagged(0x10, varint(1))); // EndEvent.exited, bool
+    if (e.status !== "") fields.push(tagged(0x1a, lengthDelimited(Buffer.from(e.status)))); // EndEvent.status
+    if (e.error !== undefined) fields.push(tagged(0x22, lengthDelimited(Buffer.from(e.error)))); // EndEvent.error, optional
+  }
+  const caseTag = event.case === "start" ? 0x0a : event.case === "end" ? 0x1a : 0x22; // ProcessEvent.start / end / keepalive
+  const processEvent = tagged(caseTag, lengthDelimited(Buffer.concat(fields)));
+  return envelope(tagged(0x0a, lengthDelimited(processEvent))); // StartResponse.event
+}
+
+function smallEventJson(event: SmallEvent): Record<string, unknown> {
+  if (event.case === "keepalive") return {};
+  if (event.case === "start") return event.value.pid !== 0 ? { pid: event.value.pid } : {};
+  const e = event.value;
+  const json: Record<string, unknown> = {};
+  if (e.exitCode !== 0) json.exitCode = e.exitCode;
+  if (e.exited) json.exited = true;
+  if (e.status !== "") json.status = e.status;
+  if (e.error !== undefined) json.error = e.error;
+  return json;
+}
+
+function envelope(message: Buffer): Buffer {
+  const head = Buffer.allocUnsafe(5);
+  head[0] = 0;
+  head.writeUInt32BE(message.length, 1);
+  return Buffer.concat([head, message]);
+}
+
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
+
+function tagged(tag: number, value: Buffer): Buffer {
+  return Buffer.concat([Buffer.from([tag]), value]);
+}
+
+function lengthDelimited(bytes: Buffer): Buffer {
+  return Buffer.concat([varint(bytes.length), bytes]);
 }
 
 /** One frame over the payload `chunks` (n bytes in all), which are referenced, not copied, unless small. */
