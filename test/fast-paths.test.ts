@@ -394,6 +394,7 @@ test("the direct path: one plain envelope goes to the direct implementation, whi
   const used: string[] = [];
   let signal: AbortSignal | undefined;
   let liveClosed: () => void = () => undefined;
+  let lastClosed = false;
   const liveFinallyRan = new Promise<void>((r) => (liveClosed = r));
   const method = {
     spec: { method: { name: "Start" } },
@@ -405,7 +406,7 @@ test("the direct path: one plain envelope goes to the direct implementation, whi
     },
     direct: {
       parse: (binary: boolean, payload: Uint8Array) => ({ binary, text: Buffer.from(payload).toString() }),
-      frame: (m: unknown) => ({ pieces: [envelope(0, JSON.stringify(m))] }),
+      frame: (m: unknown) => ({ pieces: [envelope(0, JSON.stringify(m))], last: (m as { last?: boolean }).last }),
       end: (e: ConnectError | undefined) => envelope(2, e ? JSON.stringify({ error: { code: Code[e.code] } }) : "{}"),
       impl: (message: unknown, call: { signal: AbortSignal; header(n: string): string | null; user: unknown }) => (async function* () {
         signal = call.signal;
@@ -414,9 +415,14 @@ test("the direct path: one plain envelope goes to the direct implementation, whi
           yield { first: true };
           if ((message as { text: string }).text === "fail") throw new ConnectError("no such thing", Code.NotFound);
           if ((message as { text: string }).text === "end") return;
+          if ((message as { text: string }).text === "last") {
+            yield { last: true };
+            yield { after: "the last" };
+          }
           await new Promise((r) => call.signal.addEventListener("abort", r));
         } finally {
           if ((message as { text: string }).text === "wait") liveClosed();
+          if ((message as { text: string }).text === "last") lastClosed = true;
         }
       })(),
     },
@@ -430,7 +436,11 @@ test("the direct path: one plain envelope goes to the direct implementation, whi
     const failed = await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: envelope(0, "fail") });
     assert.equal(failed.status, 200);
     assert.deepEqual(parseEnvelopes(failed.body).map((e) => e.data.toString()).at(-1), JSON.stringify({ error: { code: "NotFound" } }));
-    assert.deepEqual(used, ['direct {"binary":false,"text":"end"} p1 user of b', 'direct {"binary":false,"text":"fail"} p1 user of b']);
+    assert.deepEqual(used.slice(0, 2), ['direct {"binary":false,"text":"end"} p1 user of b', 'direct {"binary":false,"text":"fail"} p1 user of b']);
+    // A frame marked last ends the answer at once; the implementation's iterator is closed.
+    const last = await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: envelope(0, "last") });
+    assert.deepEqual(parseEnvelopes(last.body).map((e) => [e.flags, e.data.toString()]), [[0, JSON.stringify({ first: true })], [0, JSON.stringify({ last: true })], [2, "{}"]]);
+    assert.equal(lastClosed, true, "the iterator was closed");
     // Two envelopes: connect-es's transforms word the error, as before.
     await httpExchange(`${s.url}/process.Process/Start`, { headers: type, body: Buffer.concat([envelope(0, "a"), envelope(0, "b")]) });
     assert.equal(used.at(-1), "envelope transforms");

@@ -71,11 +71,15 @@ export async function serveDirect(req: Req, res: Res, values: ContextValues, met
     it = method.impl(message, { signal: call.signal, header: (name) => header(req, name), user })[Symbol.asyncIterator]();
     for (;;) {
       const next = await it.next();
-      if (!open) return;
-      if (next.done === true) break;
-      const { pieces, written } = method.frame(next.value, binary);
+      if (!open || next.done === true) break;
+      const { pieces, written, last } = method.frame(next.value, binary);
       head();
-      for (const piece of pieces) if (!sink.write(piece) && !(await drained(sink.events))) return;
+      for (const piece of pieces) {
+        if (sink.write(piece) || (await drained(sink.events))) continue;
+        open = false; // closed or failed before draining: nobody is left to answer
+        break;
+      }
+      if (!open) break;
       // A frame's `written` waits until everything so far reached the kernel.
       if (written && flushed) unsettled.push(written);
       if (unsettled.length > 0 && flushed!()) {
@@ -83,17 +87,21 @@ export async function serveDirect(req: Req, res: Res, values: ContextValues, met
         unsettled = [];
         for (const w of settle) w();
       }
+      // Nothing follows it (a process's end event): the answer ends now, in the same write.
+      if (last) break;
     }
   } catch (e) {
     failure = e;
-  } finally {
-    call.abort(failure);
-    // Leaving early closes the implementation's iterator, so its `finally` blocks run.
-    await it?.return?.().catch(() => undefined);
   }
-  if (!open) return;
-  if (failure !== undefined && rec) rec.code = codeName(failure);
-  head();
-  const error = failure === undefined ? undefined : failure instanceof ConnectError ? failure : new ConnectError("internal error", Code.Internal, undefined, undefined, failure);
-  sink.end(method.end(error));
+  call.abort(failure);
+  // Leaving early closes the implementation's iterator, so its `finally` blocks run: once the
+  // answer has ended, which need not wait for them.
+  const closing = it?.return?.().catch(() => undefined);
+  if (open) {
+    if (failure !== undefined && rec) rec.code = codeName(failure);
+    head();
+    const error = failure === undefined ? undefined : failure instanceof ConnectError ? failure : new ConnectError("internal error", Code.Internal, undefined, undefined, failure);
+    sink.end(method.end(error));
+  }
+  await closing;
 }

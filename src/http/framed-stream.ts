@@ -52,10 +52,15 @@ import type { DirectMethod, DirectStream } from "./direct-stream.js";
 /** Direct implementations (direct-stream.ts) of a service's server streams, by method local name. */
 export type DirectStreams = Partial<Record<string, DirectStream>>;
 
-/** One response message as ready Connect frame pieces; `written` is called once they reached the kernel. */
+/**
+ * One response message as ready Connect frame pieces; `written` is called once they reached the
+ * kernel. `last`: no message follows this one in its stream (the direct path then ends the
+ * answer with it).
+ */
 export interface Frame {
   pieces: Uint8Array[];
   written?: () => void;
+  last?: boolean;
 }
 
 /** Encodes one response message as a Frame, or returns undefined for the generic path. */

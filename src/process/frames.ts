@@ -28,7 +28,8 @@ const FIELD_NO = { stdout: 1, stderr: 2, pty: 3 } as const;
  */
 export function processEventFrame(message: unknown, binary: boolean): Frame | undefined {
   const event = (message as { event?: ProcessEvent }).event?.event;
-  if (event?.case === "start" || event?.case === "end" || event?.case === "keepalive") return { pieces: [smallEventFrame(event, binary)] };
+  // The end event is the last of its stream (stream.ts).
+  if (event?.case === "start" || event?.case === "end" || event?.case === "keepalive") return { pieces: [smallEventFrame(event, binary)], last: event.case === "end" };
   if (event?.case !== "data") return undefined;
   const output = event.value.output;
   if (output.case === undefined) return undefined;
