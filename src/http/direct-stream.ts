@@ -93,15 +93,14 @@ export async function serveDirect(req: Req, res: Res, values: ContextValues, met
   } catch (e) {
     failure = e;
   }
-  call.abort(failure);
-  // Leaving early closes the implementation's iterator, so its `finally` blocks run: once the
-  // answer has ended, which need not wait for them.
-  const closing = it?.return?.().catch(() => undefined);
   if (open) {
     if (failure !== undefined && rec) rec.code = codeName(failure);
     head();
     const error = failure === undefined ? undefined : failure instanceof ConnectError ? failure : new ConnectError("internal error", Code.Internal, undefined, undefined, failure);
-    sink.end(method.end(error));
+  sink.end(method.end(error));
   }
-  await closing;
+  // Once the answer is out: leaving early closes the implementation's iterator, so its `finally`
+  // blocks run (and drop their abort listeners); then the call ends.
+  await it?.return?.().catch(() => undefined);
+  call.abort(failure);
 }
