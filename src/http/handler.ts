@@ -119,9 +119,10 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     }
     responses.set(req, res);
     releaseUnreadBody(req, res);
-    failWritesOnClose(res);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
-    if (!fastUnary(req, res) && !fastStream(req, res)) connect(req, res);
+    if (fastUnary(req, res) || fastStream(req, res)) return;
+    failWritesOnClose(res);
+    connect(req, res);
   };
 
   return (req, res) => {
