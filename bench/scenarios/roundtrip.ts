@@ -11,6 +11,7 @@ import { compared } from "../lib/rows.js";
 import { memStatus } from "../lib/procfs.js";
 import { startSpawnServer } from "../lib/spawn-server.js";
 import { startConnectFloor } from "../lib/connect-floor.js";
+import { startCannedStart } from "../lib/canned-start.js";
 import { interleave, median, mib, percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
@@ -31,6 +32,25 @@ function row(metric: string, a: number[], b: number[], label: string, withTarget
     target: withTarget ? TARGET : undefined,
     note: `p99 ${percentile(a, 99).toFixed(2)} ms vs ${percentile(b, 99).toFixed(2)} ms`,
   });
+}
+
+/**
+ * A client-floor row: the client against the canned server, beside the spawn baseline, with the
+ * client's own CPU time per call (this process's, measured over back-to-back calls).
+ */
+function clientFloor(label: string, f: { a: number[]; b: number[] }, baselineLabel: string, viaEnvd: number, cpuMs: number): Row {
+  const r = row(`client floor: ${label}, Start answered at once with canned events, no process (reference)`, f.a, f.b, baselineLabel, false);
+  const share = viaEnvd - median(f.a);
+  r.note += `; client CPU ${cpuMs.toFixed(2)} ms per call; envd's row is ${share.toFixed(2)} ms above this floor (daemon, spawn and command) against the baseline's ${median(f.b).toFixed(2)} ms`;
+  return r;
+}
+
+/** This process's CPU time (user + system) per call of `call`, over `n` sequential calls. */
+async function cpuPerCall(n: number, call: () => Promise<unknown>): Promise<number> {
+  const before = process.cpuUsage();
+  for (let i = 0; i < n; i++) await call();
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / 1000 / n;
 }
 
 /** One lean Start of /bin/true, checked to have exited 0. */
@@ -60,8 +80,10 @@ export const roundtrip: Scenario = {
       // The same round trip with a lean Connect client (hand-made request, frames decoded by the
       // bench; connect-reader.ts): what the daemon adds when the client's own CPU is not in the
       // measurement, as with a remote client. connect-node's client costs ~1-2 ms per call here.
+      const leanP50: number[] = [];
       for (const binary of [true, false]) {
         const lean = await interleave(n, warm, () => leanTrue(daemon.url, binary), spawnTrue);
+        leanP50.push(median(lean.a));
         rows.push(row(`Start /bin/true, lean Connect client, ${binary ? "binary" : "JSON"} HTTP/1.1`, lean.a, lean.b, "spawn /bin/true"));
       }
 
@@ -122,6 +144,32 @@ export const roundtrip: Scenario = {
         rows[rows.length - 1].note += `; Connect binary through envd is ${(median(bin.a) - median(cf.a)).toFixed(2)} ms above this floor`;
       } finally {
         await connectFloor.stop();
+      }
+
+      // The client floor: every client above against a server that answers Start at once with
+      // canned start and end events (no process, no framework): the client's own work plus the
+      // loopback exchange. Added to the baseline's spawn, it bounds what any daemon can reach with
+      // that client on these cores, since here the client shares them with the daemon.
+      const canned = await startCannedStart();
+      try {
+        const cc = benchTransports(canned.url, canned.http1Url).proc;
+        // Each client with its envd row's p50, to show envd's share above the client's floor.
+        const clients: [string, () => Promise<unknown>, number][] = [
+          ["connect-node client, binary h2c", () => startToEnd(cc.binary, "/bin/true", []), median(bin.a)],
+          ["connect-node client, JSON HTTP/1.1", () => startToEnd(cc.json, "/bin/true", []), median(json.a)],
+          ["lean Connect client, binary HTTP/1.1", () => leanTrue(canned.http1Url, true), leanP50[0]],
+          ["lean Connect client, JSON HTTP/1.1", () => leanTrue(canned.http1Url, false), leanP50[1]],
+        ];
+        for (const [label, call, viaEnvd] of clients) {
+          const f = await interleave(n, warm, call, spawnTrue);
+          rows.push(clientFloor(label, f, "spawn /bin/true", viaEnvd, await cpuPerCall(n, call)));
+        }
+        const cannedSbx = await sdkSandbox(canned.http1Url);
+        const sdkCall = () => cannedSbx.commands.run("true");
+        const f = await interleave(nSdk, warm, sdkCall, () => localRun("/bin/bash", ["-l", "-c", "true"], asUser));
+        rows.push(clientFloor("SDK commands.run('true')", f, "spawn bash -l -c true as user", median(sdk.a), await cpuPerCall(nSdk, sdkCall)));
+      } finally {
+        await canned.stop();
       }
 
       // What the daemon executes for this user (one direct exec with the native spawn; without
