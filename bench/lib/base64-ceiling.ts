@@ -1,10 +1,11 @@
-// The JSON-throughput ceiling: a minimal Node HTTP server (its own process, like the daemon) that
+// The plain JSON-throughput reference: a minimal Node HTTP server (its own process, like the daemon) that
 // pipes `head -c size /dev/zero` to the response as base64 text, one line per pipe read, and a
 // client that decodes every line. Any protocol that carries output as base64 text (Connect JSON
-// does) pays at least this: the 4/3 inflation and an encode plus a decode per byte, on the same
+// does) pays this in kind: the 4/3 inflation and an encode plus a decode per byte, on the same
 // two cores as the client. Run directly, this file is the server and prints its port.
 import { spawn } from "node:child_process";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
+import { socketRequest } from "./socket-http.js";
 import http from "node:http";
 import { fileURLToPath } from "node:url";
 
@@ -27,23 +28,16 @@ export function startBase64Ceiling(): Promise<ServerProcess> {
 }
 
 /** Reads the ceiling stream, decoding every line; resolves with the decoded byte count. */
-export function readBase64Ceiling(url: string, size: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    http
-      .get(`${url}/exec?size=${size}`, (res) => {
-        let bytes = 0;
-        let rest = "";
-        res.setEncoding("latin1");
-        res.on("data", (text: string) => {
-          const lines = (rest + text).split("\n");
-          rest = lines.pop() ?? "";
-          for (const line of lines) bytes += Buffer.from(line, "base64").length;
-        });
-        res.on("end", () => resolve(bytes));
-        res.on("error", reject);
-      })
-      .on("error", reject);
+export async function readBase64Ceiling(url: string, size: number): Promise<number> {
+  let bytes = 0;
+  let rest = "";
+  const status = await socketRequest(url, `/exec?size=${size}`, { method: "GET" }, (chunk) => {
+    const lines = (rest + chunk.toString("latin1")).split("\n");
+    rest = lines.pop() ?? "";
+    for (const line of lines) bytes += Buffer.from(line, "base64").length;
   });
+  if (status !== 200) throw new Error(`base64 ceiling answered HTTP ${status}`);
+  return bytes;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

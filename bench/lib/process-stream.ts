@@ -46,17 +46,6 @@ export async function startToEnd(
   });
 }
 
-/** Spawns a command in this process and reads its stdout pipe to EOF; resolves with bytes read. */
-export function localPipe(cmd: string, args: string[]): Promise<{ bytes: number; exitCode: number | null }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "ignore"] });
-    let bytes = 0;
-    child.stdout.on("data", (d: Buffer) => (bytes += d.length));
-    child.once("error", reject);
-    child.once("close", (exitCode) => resolve({ bytes, exitCode }));
-  });
-}
-
 /** Spawns a command with no I/O and resolves at its exit. */
 export function localRun(cmd: string, args: string[], opts: SpawnOptions = {}): Promise<number | null> {
   return new Promise((resolve, reject) => {

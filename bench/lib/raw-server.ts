@@ -2,7 +2,7 @@
 // framework, no auth, no temp file or metadata. Run as its own process (like the daemon), it
 // prints its port on stdout. GET /down?path=&gzip=1 streams a file; POST /up?path=&mode= stores
 // the body (octet | gzip | multipart). GET /exec?size= pipes `head -c size /dev/zero` to the response
-// (the ceiling for streaming a command's output over HTTP from a Node process).
+// (a plain Node server streaming a command's output over HTTP, with Node's own pipe reads).
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { createReadStream, createWriteStream, statSync } from "node:fs";
