@@ -83,20 +83,6 @@ function gunzipCount(url: string, what: string): Promise<number> {
   });
 }
 
-/** GETs `url` with node:http and counts the body bytes (the lightest Node client). */
-export function httpCount(url: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    http
-      .get(url, { agent: false }, (res) => {
-        let n = 0;
-        res.on("data", (d: Buffer) => (n += d.length));
-        res.on("end", () => resolve(n));
-        res.on("error", reject);
-      })
-      .on("error", reject);
-  });
-}
-
 /** The baseline server process and its base URL. */
 export type RawServer = ServerProcess;
 
