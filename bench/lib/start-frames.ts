@@ -96,11 +96,8 @@ export class StartFrames {
   push(chunk: Buffer): void {
     let pos = 0;
     while (pos < chunk.length) {
-      if (this.skip > 0) {
-        const n = Math.min(this.skip, chunk.length - pos);
-        this.skip -= n;
-        pos += n;
-      } else if (this.accLen === 0) {
+      if (this.skip > 0) pos += this.skipped(chunk.length - pos);
+      else if (this.accLen === 0) {
         const used = this.step(chunk, pos, chunk.length);
         if (used === 0) {
           this.append(chunk, pos, chunk.length);
@@ -134,9 +131,7 @@ export class StartFrames {
     let at = 0;
     while (at < this.accLen) {
       if (this.skip > 0) {
-        const n = Math.min(this.skip, this.accLen - at);
-        this.skip -= n;
-        at += n;
+        at += this.skipped(this.accLen - at);
         continue;
       }
       const used = this.step(this.acc, at, this.accLen);
@@ -145,6 +140,13 @@ export class StartFrames {
     }
     this.acc.copyWithin(0, at, this.accLen);
     this.accLen -= at;
+  }
+
+  /** Drops up to `available` bytes of a data payload still to come; returns how many. */
+  private skipped(available: number): number {
+    const n = Math.min(this.skip, available);
+    this.skip -= n;
+    return n;
   }
 
   private append(b: Buffer, from: number, to: number): void {

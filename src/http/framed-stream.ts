@@ -8,9 +8,6 @@ import {
   type ConnectRouter,
   type ConnectRouterOptions,
   type HandlerContext,
-  type Interceptor,
-  type StreamRequest,
-  type StreamResponse,
   type ServiceImpl,
 } from "@connectrpc/connect";
 import {
@@ -48,6 +45,7 @@ import {
 import { createHandlerFactory as grpcFactory } from "@connectrpc/connect/protocol-grpc";
 import { createHandlerFactory as grpcWebFactory } from "@connectrpc/connect/protocol-grpc-web";
 import type { DirectMethod, DirectStream } from "./direct-stream.js";
+import { copyHeaders, invokeServerStream, type InvokedStream, type MethodSpec, type ServerStreamSpec } from "./invoke-stream.js";
 
 /** Direct implementations (direct-stream.ts) of a service's server streams, by method local name. */
 export type DirectStreams = Partial<Record<string, DirectStream>>;
@@ -80,7 +78,6 @@ export const serializedFrames: FrameEncoder = () => undefined;
 export const flushedKey = createContextKey<(() => boolean) | undefined>(undefined, { description: "envd response flushed" });
 
 type HandlerFactory = ReturnType<typeof connectFactory>;
-type MethodSpec = Parameters<HandlerFactory>[0];
 
 /**
  * Registers `service` like `router.service`, except that its server-streaming methods answer
@@ -219,61 +216,6 @@ function framedConnectFactory(opt: ConnectRouterOptions & ReturnType<typeof vali
     }) as UniversalHandler;
   };
   return Object.assign(fact, { protocolName: standard.protocolName });
-}
-
-export type ServerStreamSpec = MethodSpec & {
-  kind: "server_streaming";
-  impl: (req: unknown, ctx: HandlerContext) => AsyncIterable<unknown>;
-};
-
-/** What the interceptors and the implementation answered: headers, trailers and the messages. */
-interface InvokedStream {
-  header: Headers;
-  trailer: Headers;
-  message: AsyncIterable<unknown>;
-}
-
-/**
- * connect-es's invokeStreamImplementation for a server-streaming method, without its
- * generator layers: the interceptors run as there (same request and response shapes), and the
- * implementation's messages are read as it yields them. connect-es wraps them in two
- * down-levelled async generators, each costing every message another round of promises.
- */
-async function invokeServerStream(spec: ServerStreamSpec, context: HandlerContext, input: AsyncIterable<unknown>, interceptors: Interceptor[]): Promise<InvokedStream> {
-  const service = spec.method.parent;
-  const common = { service, method: spec.method, header: context.responseHeader, trailer: context.responseTrailer };
-  const impl = async (req: StreamRequest): Promise<StreamResponse> => ({
-    ...common,
-    stream: true,
-    message: spec.impl(await single(req.message), { ...context, service: req.service, requestHeader: req.header, signal: req.signal, values: req.contextValues }),
-  } as StreamResponse);
-  let next = impl as (req: StreamRequest) => Promise<StreamResponse>;
-  for (const i of [...interceptors].reverse()) next = i(next as never) as never;
-  return next({
-    stream: true,
-    service,
-    method: spec.method,
-    requestMethod: context.requestMethod,
-    url: context.url,
-    signal: context.signal,
-    header: context.requestHeader,
-    contextValues: context.values,
-    message: input,
-  } as StreamRequest);
-}
-
-/** The one request message of a server-streaming call (protocol errors as connect-es words them). */
-async function single(messages: AsyncIterable<unknown>): Promise<unknown> {
-  const it = messages[Symbol.asyncIterator]();
-  const first = await it.next();
-  if (first.done === true) throw new ConnectError("protocol error: missing input message for server-streaming method", Code.Unimplemented);
-  const second = await it.next();
-  if (second.done !== true) throw new ConnectError("protocol error: received extra input message for server-streaming method", Code.Unimplemented);
-  return first.value;
-}
-
-function copyHeaders(from: Headers, to: Headers): void {
-  if (from !== to) from.forEach((value, key) => to.set(key, value));
 }
 
 /**
