@@ -1,7 +1,8 @@
-import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
+import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import { contentTypeStreamJson, contentTypeStreamProto } from "@connectrpc/connect/protocol-connect";
 import type { User } from "../auth/users.js";
 import { flushedKey, type Frame } from "./framed-stream.js";
+import { rpcError } from "./errors.js";
 import { codeName, recordKey } from "./interceptors.js";
 import { CLIENT_GONE, CallSignal, answerSink, drained, header, type Req, type Res } from "./node-call.js";
 
@@ -96,8 +97,7 @@ export async function serveDirect(req: Req, res: Res, values: ContextValues, met
   if (open) {
     if (failure !== undefined && rec) rec.code = codeName(failure);
     head();
-    const error = failure === undefined ? undefined : failure instanceof ConnectError ? failure : new ConnectError("internal error", Code.Internal, undefined, undefined, failure);
-  sink.end(method.end(error));
+    sink.end(method.end(failure === undefined ? undefined : rpcError(failure)));
   }
   // Once the answer is out: leaving early closes the implementation's iterator, so its `finally`
   // blocks run (and drop their abort listeners); then the call ends.

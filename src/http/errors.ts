@@ -76,6 +76,14 @@ export function codeOfErrno(err: unknown): Code {
 }
 
 /** Wraps a Node error as a ConnectError with a context message, keeping the cause. */
+/**
+ * The error an RPC answers for `err`: itself when it is a ConnectError, else "internal error"
+ * (cause kept), worded as connect-node words it so every path of a call answers the same.
+ */
+export function rpcError(err: unknown): ConnectError {
+  return err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+}
+
 export function fromErrno(err: unknown, message: string, code?: Code): ConnectError {
   if (err instanceof ConnectError) return err;
   const detail = err instanceof Error ? err.message : String(err);

@@ -1,5 +1,5 @@
 import type { DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createServiceImplSpec, type ConnectRouterOptions, type ContextValues, type ServiceImpl } from "@connectrpc/connect";
+import { createServiceImplSpec, type ConnectRouterOptions, type ContextValues, type ServiceImpl } from "@connectrpc/connect";
 import {
   compressionNegotiate,
   createMethodSerializationLookup,
@@ -21,6 +21,7 @@ import {
   parseTimeout,
   trailerMux,
 } from "@connectrpc/connect/protocol-connect";
+import { rpcError } from "./errors.js";
 import { CLIENT_GONE, bodyChunks, callContext, iterate, header, nodeHeaders, sendWhole, webHeaders, type Req, type Res } from "./node-call.js";
 
 export type Options = ConnectRouterOptions & ReturnType<typeof validateUniversalHandlerOptions>;
@@ -101,7 +102,7 @@ async function serve(req: Req, res: Res, values: ContextValues, method: UnaryMet
     body = serialization.getO(binary).serialize(output);
   } catch (e) {
     context.abort(e);
-    const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+    const error = rpcError(e);
     status = codeToHttpStatus(error.code);
     context.responseHeader.set(headerContentType, contentTypeUnaryJson);
     error.metadata.forEach((value, key) => context.responseHeader.set(key, value));

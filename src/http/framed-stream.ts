@@ -45,6 +45,7 @@ import {
 import { createHandlerFactory as grpcFactory } from "@connectrpc/connect/protocol-grpc";
 import { createHandlerFactory as grpcWebFactory } from "@connectrpc/connect/protocol-grpc-web";
 import type { DirectMethod, DirectStream } from "./direct-stream.js";
+import { rpcError } from "./errors.js";
 import { copyHeaders, invokeServerStream, type InvokedStream, type MethodSpec, type ServerStreamSpec } from "./invoke-stream.js";
 
 /** Direct implementations (direct-stream.ts) of a service's server streams, by method local name. */
@@ -256,11 +257,5 @@ async function* frames(
   } finally {
     context.abort(failure);
   }
-  const error =
-    failure === undefined
-      ? undefined
-      : failure instanceof ConnectError
-        ? failure
-        : new ConnectError("internal error", Code.Internal, undefined, undefined, failure);
-  yield endFrame(error);
+  yield endFrame(failure === undefined ? undefined : rpcError(failure));
 }

@@ -87,13 +87,9 @@ function envelope(message: Buffer): Buffer {
 }
 
 function varint(n: number): Buffer {
-  const out: number[] = [];
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-  return Buffer.from(out);
+  const out = Buffer.allocUnsafe(varintSize(n));
+  writeVarint(out, 0, n);
+  return out;
 }
 
 function tagged(tag: number, value: Buffer): Buffer {
