@@ -1,10 +1,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { StartRequestSchema } from "../src/gen/process/process_pb.js";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
-import { leanStart, leanStartSocket } from "../bench/lib/connect-reader.js";
+import { leanStart, leanStartSocket, startRequest } from "../bench/lib/connect-reader.js";
 import { ChunkedBody } from "../bench/lib/chunked-body.js";
 import { StartFrames } from "../bench/lib/start-frames.js";
 
@@ -23,20 +21,15 @@ after(async () => {
 
 /** The raw HTTP/1.1 bytes of one Start answer from the daemon. */
 function rawStart(binary: boolean, cmd: string, args: string[]): Promise<Buffer> {
-  const msg = binary ? Buffer.from(toBinary(StartRequestSchema, create(StartRequestSchema, { process: { cmd, args } }))) : Buffer.from(JSON.stringify({ process: { cmd, args } }));
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(msg.length, 1);
+  const { type, body } = startRequest(cmd, args, binary);
   return new Promise((resolve, reject) => {
     const s = net.connect(daemon.port, "127.0.0.1");
     const parts: Buffer[] = [];
     s.on("data", (d: Buffer) => parts.push(d));
     s.on("error", reject);
     s.on("close", () => resolve(Buffer.concat(parts)));
-    s.write(
-      `POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+${binary ? "proto" : "json"}\r\n` +
-        `Authorization: Basic dXNlcjo=\r\nContent-Length: ${5 + msg.length}\r\nConnection: close\r\n\r\n`,
-    );
-    s.write(Buffer.concat([head, msg]));
+    s.write(`POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nAuthorization: Basic dXNlcjo=\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+    s.write(body);
   });
 }
 

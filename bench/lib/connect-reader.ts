@@ -11,7 +11,7 @@ const START_PATH = "/process.Process/Start";
 const AUTHORIZATION = "Basic dXNlcjo=";
 
 /** The Start request's one enveloped message and its content type. */
-function startRequest(cmd: string, args: string[], binary: boolean): { type: string; body: Buffer } {
+export function startRequest(cmd: string, args: string[], binary: boolean): { type: string; body: Buffer } {
   const msg = binary ? toBinary(StartRequestSchema, create(StartRequestSchema, { process: { cmd, args, envs: {} } })) : Buffer.from(JSON.stringify({ process: { cmd, args } }));
   const head = Buffer.alloc(5);
   head.writeUInt32BE(msg.byteLength, 1);
