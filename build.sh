@@ -16,7 +16,7 @@ echo '{"type":"commonjs"}' > dist/package.json
 # stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
 # back to src/ through dist/envd.map: `node --enable-source-maps dist/envd`.
 # ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
-npx esbuild src/main.ts --bundle --platform=node --target=node20 --format=cjs \
+npx esbuild src/envd/main.ts --bundle --platform=node --target=node20 --format=cjs \
   --outfile=dist/envd --log-level=warning \
   --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
   --external:node-pty --external:@napi-rs/xattr \

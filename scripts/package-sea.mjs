@@ -46,7 +46,7 @@ async function bundle() {
   rmSync(WORK, { recursive: true, force: true });
   mkdirSync(WORK, { recursive: true });
   await esbuild.build({
-    entryPoints: [join(ROOT, "src", "main.ts")],
+    entryPoints: [join(ROOT, "src", "envd", "main.ts")],
     outfile: join(WORK, "envd.cjs"),
     bundle: true,
     platform: "node",

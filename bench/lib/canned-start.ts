@@ -9,7 +9,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { create, toBinary, toJsonString } from "@bufbuild/protobuf";
-import { StartResponseSchema } from "../../src/gen/process/process_pb.js";
+import { StartResponseSchema } from "../../src/envd/gen/process/process_pb.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 const START_PATH = "/process.Process/Start";

@@ -8,7 +8,7 @@ import http2 from "node:http2";
 import { fileURLToPath } from "node:url";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { Process, StartResponseSchema } from "../../src/gen/process/process_pb.js";
+import { Process, StartResponseSchema } from "../../src/envd/gen/process/process_pb.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 type Event = NonNullable<MessageInitShape<typeof StartResponseSchema>["event"]>["event"];

@@ -1,6 +1,6 @@
 import http from "node:http";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { StartRequestSchema } from "../../src/gen/process/process_pb.js";
+import { StartRequestSchema } from "../../src/envd/gen/process/process_pb.js";
 import { StartFrames, type LeanOutcome } from "./start-frames.js";
 import { socketRequest } from "./socket-http.js";
 

@@ -2,9 +2,9 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ENVD_BIN as BUILT_BIN, startDaemon, UNIT_PRIORITIES } from "../../test/helpers/daemon.js";
+import { ENVD_BIN as BUILT_BIN, startDaemon, UNIT_PRIORITIES } from "../../test/envd/helpers/daemon.js";
 
-export { ROOT } from "../../test/helpers/daemon.js";
+export { ROOT } from "../../test/envd/helpers/daemon.js";
 
 /**
  * The daemon the bench measures: dist/envd, or another build named by ENVD_BENCH_BIN (to

@@ -1,6 +1,6 @@
 import http from "node:http";
 import { create, fromBinary, fromJsonString, toBinary, toJsonString } from "@bufbuild/protobuf";
-import { WatchDirRequestSchema, WatchDirResponseSchema } from "../../src/gen/filesystem/filesystem_pb.js";
+import { WatchDirRequestSchema, WatchDirResponseSchema } from "../../src/envd/gen/filesystem/filesystem_pb.js";
 
 /**
  * A lean Connect client for Filesystem.WatchDir over HTTP/1.1 (keep-alive agent): it splits the

@@ -1,6 +1,6 @@
 import { spawn, type SpawnOptions } from "node:child_process";
 import type { Client } from "@connectrpc/connect";
-import type { Process } from "../../src/gen/process/process_pb.js";
+import type { Process } from "../../src/envd/gen/process/process_pb.js";
 import { probe } from "./available.js";
 
 /** What one Start stream delivered. */

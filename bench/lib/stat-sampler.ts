@@ -3,7 +3,7 @@ import { setPriority } from "node:os";
 import http2 from "node:http2";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { StatRequestSchema, StatResponseSchema } from "../../src/gen/filesystem/filesystem_pb.js";
+import { StatRequestSchema, StatResponseSchema } from "../../src/envd/gen/filesystem/filesystem_pb.js";
 import { benchTransports } from "./transports.js";
 
 /** Stat latencies from one sampler: ms per call, when each call began (epoch ms), and errors. */

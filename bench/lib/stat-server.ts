@@ -10,8 +10,8 @@ import http2 from "node:http2";
 import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create, fromBinary, fromJson, toBinary, toJson, type JsonValue } from "@bufbuild/protobuf";
-import { FileType, StatRequestSchema, StatResponseSchema } from "../../src/gen/filesystem/filesystem_pb.js";
-import { UNIT_NICE } from "../../test/helpers/daemon.js";
+import { FileType, StatRequestSchema, StatResponseSchema } from "../../src/envd/gen/filesystem/filesystem_pb.js";
+import { UNIT_NICE } from "../../test/envd/helpers/daemon.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 type Answer = { status: number; type: string; body: Buffer | string };

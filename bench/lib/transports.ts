@@ -1,7 +1,7 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
-import { Process } from "../../src/gen/process/process_pb.js";
+import { Filesystem } from "../../src/envd/gen/filesystem/filesystem_pb.js";
+import { Process } from "../../src/envd/gen/process/process_pb.js";
 
 type Codec = "binary" | "json" | "binaryGzip";
 

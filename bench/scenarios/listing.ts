@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import { join } from "node:path";
-import type { Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
+import type { Filesystem } from "../../src/envd/gen/filesystem/filesystem_pb.js";
 import { probe } from "../lib/available.js";
 import { withDaemon } from "../lib/daemon.js";
 import { compared } from "../lib/rows.js";

@@ -1,8 +1,8 @@
 import http from "node:http";
-import { sdkSandbox } from "../../test/helpers/clients.js";
-import { directLine, execLine, findExecTools, nativeLine } from "../../src/process/wrapper.js";
-import { nativeSupported } from "../../src/process/spawner.js";
-import { UserDb } from "../../src/auth/users.js";
+import { sdkSandbox } from "../../test/envd/helpers/clients.js";
+import { directLine, execLine, findExecTools, nativeLine } from "../../src/envd/process/wrapper.js";
+import { nativeSupported } from "../../src/envd/process/spawner.js";
+import { UserDb } from "../../src/envd/auth/users.js";
 import { withDaemon } from "../lib/daemon.js";
 import { benchTransports } from "../lib/transports.js";
 import { localRun, startToEnd } from "../lib/process-stream.js";

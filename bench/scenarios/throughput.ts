@@ -1,5 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import type { Process } from "../../src/gen/process/process_pb.js";
+import type { Process } from "../../src/envd/gen/process/process_pb.js";
 import { withDaemon } from "../lib/daemon.js";
 import { startRawServer } from "../lib/files-http.js";
 import { socketCount } from "../lib/socket-http.js";

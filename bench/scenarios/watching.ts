@@ -2,7 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { join } from "node:path";
 import { setImmediate as tick } from "node:timers/promises";
-import { EventType, type Filesystem } from "../../src/gen/filesystem/filesystem_pb.js";
+import { EventType, type Filesystem } from "../../src/envd/gen/filesystem/filesystem_pb.js";
 import { probe } from "../lib/available.js";
 import { withDaemon } from "../lib/daemon.js";
 import { compared, single } from "../lib/rows.js";

@@ -1,0 +1,117 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT, startDaemon } from "./helpers/daemon.js";
+import { sdkSandbox, tempDir } from "./helpers/clients.js";
+import { lazy } from "../../src/envd/lazy.js";
+import { TrimPolicy } from "../../src/envd/system/memory.js";
+import { loadInotify } from "../../src/envd/filesystem/inotify.js";
+
+/** Native addons mapped into a process. */
+function addons(pid: number): string[] {
+  return readFileSync(`/proc/${pid}/maps`, "utf8")
+    .split("\n")
+    .map((l) => l.split(/\s+/)[5] ?? "")
+    .filter((f) => f.endsWith(".node"));
+}
+
+test("lazy() loads a package once, on the first call", () => {
+  let calls = 0;
+  const get = lazy<typeof import("range-parser")>("range-parser", () => {
+    calls++;
+    throw new Error("the bundled path is only taken inside dist/envd");
+  });
+  const parse = get();
+  assert.equal(typeof parse, "function");
+  assert.deepEqual([...(parse(10, "bytes=0-1") as Array<{ start: number; end: number }>)], [{ start: 0, end: 1 }]);
+  assert.equal(get(), parse);
+  assert.equal(calls, 0);
+});
+
+test("an idle daemon has not loaded node-pty or xattr; the first PTY and metadata use load them", async () => {
+  const d = await startDaemon();
+  const t = await tempDir("footprint");
+  try {
+    const idle = addons(d.pid);
+    assert.equal(idle.some((f) => f.endsWith("pty.node")), false, `pty.node mapped at idle: ${idle.join(", ")}`);
+    assert.equal(idle.some((f) => f.includes("xattr")), false, `xattr addon mapped at idle: ${idle.join(", ")}`);
+    const sbx = await sdkSandbox(d.url);
+    let out = "";
+    const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (b: Uint8Array) => void (out += Buffer.from(b).toString()) });
+    await sbx.pty.sendInput(pty.pid, new TextEncoder().encode("echo pty-$((6*7))\nexit\n"));
+    await pty.wait().catch(() => undefined);
+    assert.match(out, /pty-42/);
+    await sbx.files.write(join(t.path, "f.txt"), "x");
+    await sbx.files.getInfo(join(t.path, "f.txt"));
+    const used = addons(d.pid);
+    assert.ok(used.some((f) => f.endsWith("pty.node")), `pty.node not mapped after a PTY: ${used.join(", ")}`);
+    assert.ok(used.some((f) => f.includes("xattr")), `xattr addon not mapped after file metadata: ${used.join(", ")}`);
+  } finally {
+    await t.cleanup();
+    await d.stop();
+  }
+});
+
+test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB of idle RSS)", async () => {
+  const t = await tempDir("footprint-modules");
+  // A preload of this test's: on SIGUSR2 the daemon writes the internal modules it has loaded.
+  const preload = join(t.path, "modules.cjs");
+  const list = join(t.path, "modules.txt");
+  writeFileSync(preload, `process.on("SIGUSR2", () => require("fs").writeFileSync(${JSON.stringify(list)}, process.moduleLoadList.join("\\n")));`);
+  const d = await startDaemon({ env: { NODE_OPTIONS: `--require ${preload}` } });
+  const loaded = async (): Promise<string> => {
+    process.kill(d.pid, "SIGUSR2");
+    for (let i = 0; i < 100 && !existsSync(list); i++) await new Promise((r) => setTimeout(r, 20));
+    return readFileSync(list, "utf8");
+  };
+  try {
+    const idle = await loaded();
+    assert.match(idle, /NativeModule http\b/, "the list is the daemon's");
+    assert.doesNotMatch(idle, /undici/, "undici loaded at start");
+  } finally {
+    await d.stop();
+    t.cleanup();
+  }
+});
+
+test("TurboFan is off while starting and back on once startupDone() runs", () => {
+  // A child with natives syntax reports V8's optimisation status of a hot function before and after.
+  const mod = join(ROOT, "build", "src", "envd", "startup-flags.js");
+  const script = `
+    const { startupDone } = await import(${JSON.stringify(mod)});
+    const OPTIMIZED = 1 << 4; // V8 OptimizationStatus::kOptimized
+    const make = () => new Function("x", "let s = 0; for (let i = 0; i < 50; i++) s += (x * i) % 7; return s;");
+    const warm = (f) => { for (let i = 0; i < 200000; i++) f(i); return %GetOptimizationStatus(f) & OPTIMIZED ? "optimized" : "not"; };
+    const before = warm(make());
+    startupDone();
+    const after = warm(make());
+    console.log(before + " " + after);
+  `;
+  const out = execFileSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { encoding: "utf8" }).trim();
+  assert.equal(out, "not optimized");
+});
+
+test("TrimPolicy trims only after quiet ticks with RSS well above its floor, and not again for the same memory", () => {
+  const MiB = 1024 * 1024;
+  const p = new TrimPolicy(50 * MiB, 16 * MiB, 2, 0.02);
+  assert.equal(p.due(0.9, 150 * MiB), false, "busy");
+  assert.equal(p.due(0.01, 150 * MiB), false, "one quiet tick is not enough");
+  assert.equal(p.due(0.01, 150 * MiB), true, "quiet twice, 100 MiB above the floor");
+  p.trimmed(100 * MiB);
+  assert.equal(p.due(0.0, 100 * MiB), false);
+  assert.equal(p.due(0.0, 110 * MiB), false, "within the slack of the new floor");
+  assert.equal(p.due(0.0, 60 * MiB), false, "V8 shrank its heap: the floor follows RSS down");
+  assert.equal(p.due(0.5, 90 * MiB), false, "busy again");
+  assert.equal(p.due(0.0, 90 * MiB), false);
+  assert.equal(p.due(0.0, 90 * MiB), true, "30 MiB above the lowered floor after two quiet ticks");
+});
+
+test("the addon's trimMalloc hands freed C heap back (glibc)", () => {
+  const addon = loadInotify() as unknown as { trimMalloc(): boolean };
+  assert.equal(typeof addon.trimMalloc, "function");
+  const bufs = Array.from({ length: 256 }, () => Buffer.alloc(64 * 1024, 1));
+  bufs.length = 0;
+  assert.equal(typeof addon.trimMalloc(), "boolean");
+});
