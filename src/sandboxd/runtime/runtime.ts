@@ -1,0 +1,56 @@
+/**
+ * The sandbox runtime contract: what the control plane asks of whatever runs sandboxes. The runc
+ * backend implements it on one machine; a Kubernetes backend (one pod per sandbox) can follow
+ * without touching the API, the store or the proxy. Every method is idempotent where the OCI
+ * runtime's own verbs are (stop of a stopped sandbox, thaw of a running one succeed).
+ */
+
+/** What a sandbox is made from and how large it may grow. */
+export interface SandboxSpec {
+  /** Sandbox ID ("i" + 20 of [a-z0-9]); also the hostname inside the sandbox. */
+  sandboxID: string;
+  /** Template ID and build ID, for labels and the sandbox's own /.e2b file. */
+  templateID: string;
+  buildID: string;
+  /** Read-only root filesystem of the template build (the overlay's lower directory). */
+  rootfs: string;
+  cpuCount: number;
+  memoryMB: number;
+  /** Reported; enforced only where the backend can (the runc backend says how in its README). */
+  diskSizeMB: number;
+}
+
+/** Where a started sandbox answers: its address on the host and envd's port there. */
+export interface SandboxAddress {
+  sandboxID: string;
+  /** IPv4 address of the sandbox, reachable from the host (the proxy dials it). */
+  ip: string;
+  /** envd's port inside the sandbox (49983). */
+  envdPort: number;
+}
+
+/** What the runtime finds on the host for one sandbox (start-up reconciliation). */
+export interface ObservedSandbox extends SandboxAddress {
+  /** running: processes live; paused: frozen in memory; stopped: made but not running. */
+  status: "running" | "paused" | "stopped";
+}
+
+/** The backend that makes, freezes and removes sandboxes. */
+export interface Runtime {
+  /**
+   * Makes the sandbox (rootfs layer, isolation, network slot, limits) and starts its PID 1 with
+   * envd beside it; resolves once envd's port accepts connections. Anything made is removed
+   * again when it fails.
+   */
+  create(spec: SandboxSpec, signal?: AbortSignal): Promise<SandboxAddress>;
+  /** Freezes every process of the sandbox in memory (true pause); a frozen sandbox stays frozen. */
+  freeze(sandboxID: string): Promise<void>;
+  /** Thaws a frozen sandbox; a running one is left as it is. */
+  thaw(sandboxID: string): Promise<void>;
+  /** Kills the sandbox and removes all it owns (processes, layer, network slot, cgroup); unknown IDs succeed. */
+  remove(sandboxID: string): Promise<void>;
+  /** Every sandbox this runtime instance owns on the host, as found now. */
+  list(): Promise<ObservedSandbox[]>;
+  /** Removes leftovers (half-made layers, slots, cgroups) of sandboxes not in `keep`. */
+  sweep(keep: ReadonlySet<string>): Promise<void>;
+}
