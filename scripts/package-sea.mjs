@@ -50,7 +50,7 @@ async function bundle() {
     outfile: join(WORK, "envd.cjs"),
     bundle: true,
     platform: "node",
-    target: "node20",
+    target: "node24",
     format: "cjs",
     // Whitespace and syntax only, as build.sh: mangled identifiers measured ~3 MiB more idle RSS.
     minifyWhitespace: process.env.ENVD_SEA_MINIFY !== "0",
