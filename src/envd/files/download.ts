@@ -1,10 +1,10 @@
 import { open, stat, type FileHandle } from "node:fs/promises";
 import { basename } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { createGzip } from "node:zlib";
 import type { Deps } from "../deps.js";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
+import { adaptiveGzip } from "./adaptive-gzip.js";
 import { typeByExtension } from "./content-type.js";
 import { inlineDisposition } from "./disposition.js";
 import { identityRejected, negotiateEncoding } from "./encoding.js";
@@ -29,9 +29,6 @@ export async function download(r: RouteRequest, deps: Deps): Promise<void> {
 
   let coding = negotiateEncoding(headerValue(r, "accept-encoding"));
   r.res.setHeader("Vary", "Accept-Encoding");
-  // Already-compressed content gains nothing from gzip but CPU time: send it as is whenever
-  // the client accepts identity (undici's default `gzip, deflate` does).
-  if (coding === "gzip" && isCompressed(raw) && !identityRejected(headerValue(r, "accept-encoding"))) coding = "identity";
   if (IDENTITY_ONLY.some((h) => headerValue(r, h))) {
     if (identityRejected(headerValue(r, "accept-encoding"))) {
       throw new HttpError(406, "identity encoding not acceptable for Range or conditional request");
@@ -68,9 +65,9 @@ async function serveGzip(r: RouteRequest, fh: FileHandle, raw: string): Promise<
   r.res.setHeader("Content-Type", typeByExtension(raw) ?? "application/octet-stream");
   r.res.setHeader("Content-Encoding", "gzip");
   r.res.statusCode = 200;
-  // Level 1: several times faster than the default for a few percent more bytes; downloads
-  // from a sandbox are CPU-bound long before they are bandwidth-bound.
-  await pipeline(readChunks(fh), createGzip({ level: 1 }), r.res);
+  // The effort follows the data: text is deflated, incompressible bytes (and already-compressed
+  // types, which are not even tried) go out as stored blocks at close to the speed of identity.
+  await pipeline(readChunks(fh), (source) => adaptiveGzip(source, isCompressed(raw) ? "store" : "judge"), r.res);
 }
 
 const COMPRESSED = /\.(gz|tgz|zip|zst|xz|bz2|lz4|7z|rar|br|jar|whl|png|jpe?g|gif|webp|avif|heic|mp[34]|m4a|mkv|webm|mov|ogg|opus|flac|woff2?|pdf|docx|xlsx|pptx|parquet)$/i;
