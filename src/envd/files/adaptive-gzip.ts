@@ -56,14 +56,14 @@ export async function* adaptiveGzip(source: AsyncIterable<Buffer>, hint: GzipHin
   yield Buffer.concat([FINAL_BLOCK, trailer]);
 }
 
-/** One segment: deflated when a trial shows it shrinks, else stored. */
+/** One segment: deflated when a trial of its first bytes shows it shrinks, else stored chunk by chunk. */
 async function* segment(chunks: Buffer[], bytes: number, hint: GzipHint): AsyncGenerator<Buffer> {
-  const data = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes);
-  if (hint === "judge" && compressible(data)) {
+  if (hint === "judge" && compressible(chunks[0].length >= PROBE || chunks.length === 1 ? chunks[0] : Buffer.concat(chunks).subarray(0, PROBE))) {
+    const data = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes);
     yield await deflateRawAsync(data, { level: LEVEL, finishFlush: constants.Z_SYNC_FLUSH });
     return;
   }
-  yield* stored(data);
+  for (const chunk of chunks) yield* stored(chunk);
 }
 
 /** Whether a level-1 trial of the segment's first bytes shrinks them enough to be worth deflating. */
@@ -74,15 +74,21 @@ export function compressible(data: Buffer): boolean {
   return out.length <= probe.length * INCOMPRESSIBLE;
 }
 
-/** The bytes as non-final stored blocks, each with its header in front (one buffer per block). */
-function* stored(data: Buffer): Generator<Buffer> {
-  for (let at = 0; at < data.length; at += STORED_MAX) {
-    const piece = data.subarray(at, at + STORED_MAX);
-    const block = Buffer.allocUnsafe(5 + piece.length);
-    block[0] = 0x00;
-    block.writeUInt16LE(piece.length, 1);
-    block.writeUInt16LE(~piece.length & 0xffff, 3);
-    piece.copy(block, 5);
-    yield block;
+/**
+ * The bytes as non-final stored blocks: each block's 5-byte header, then its bytes as a view of
+ * the chunk (copying them into fresh block buffers measured at a third of the speed).
+ */
+function stored(data: Buffer): Buffer[] {
+  const blocks = Math.ceil(data.length / STORED_MAX);
+  const headers = Buffer.allocUnsafe(5 * blocks);
+  const out: Buffer[] = [];
+  for (let i = 0; i < blocks; i++) {
+    const piece = data.subarray(i * STORED_MAX, (i + 1) * STORED_MAX);
+    const h = headers.subarray(5 * i, 5 * i + 5);
+    h[0] = 0x00;
+    h.writeUInt16LE(piece.length, 1);
+    h.writeUInt16LE(~piece.length & 0xffff, 3);
+    out.push(h, piece);
   }
+  return out;
 }
