@@ -192,3 +192,13 @@ test("a write signature without a path lets multipart filenames land only inside
     rmSync(join("/home/user", name), { force: true });
   }
 });
+
+test("after acting for users, the daemon's pool threads are its own again (root reads stay root)", async () => {
+  // Uploads as the user switch a pool thread's ids for each call and back; downloads are the daemon's.
+  const denied = Array.from({ length: 24 }, (_, i) => upload(join(rootDir, `nope-${i}`), "x").then((r) => r.status));
+  const reads = Array.from({ length: 24 }, () =>
+    fetch(`${d.url}/files?path=${encodeURIComponent(secret)}`, { headers: auth }).then(async (r) => `${r.status} ${await r.text()}`),
+  );
+  assert.deepEqual(new Set(await Promise.all(denied)), new Set([403]));
+  assert.deepEqual(new Set(await Promise.all(reads)), new Set(["200 root secret"]));
+});
