@@ -47,6 +47,8 @@ export async function userParents(user: User, dir: string): Promise<void> {
   } catch (err) {
     const denied = refusal(err, user, "error ensuring directories");
     if (denied) throw denied;
+    // Without the addon nothing can be done as the user: fail before root creates anything.
+    if ((err as NodeJS.ErrnoException).code === "ENOSYS") throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
   }
 }
 
