@@ -36,11 +36,10 @@ export async function compose(r: RouteRequest, deps: Deps): Promise<void> {
   try {
     for (const raw of req.sources) sources.push(await openSource(raw, destination, user, deps));
     await refuseSameFile(sources, destination, user);
-    await userParents(user, dirname(destination));
-    try {
-      await ensureDirs(dirname(destination), user.uid, user.gid);
-    } catch (err) {
-      throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+    if (!(await userParents(user, dirname(destination)))) {
+      await ensureDirs(dirname(destination), user.uid, user.gid).catch((err) => {
+        throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+      });
     }
     await concatenate(sources, destination, user);
   } finally {

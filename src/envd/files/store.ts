@@ -44,16 +44,7 @@ const IN_PLACE_ERRNOS = new Set(["EXDEV", "EPERM", "EINVAL", "EACCES", "EROFS", 
  * what the user may reach, links included. FIFOs, sockets and devices are refused.
  */
 export async function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
-  await userParents(t.user, dirname(t.path));
-  try {
-    await ensureDirs(dirname(t.path), t.user.uid, t.user.gid);
-  } catch (err) {
-    // A parent that is a file is the client's mistake (400); a full disk 507; the rest 500.
-    const code = err instanceof ConnectError ? err.code : undefined;
-    const status = code === Code.ResourceExhausted ? 507 : code === Code.InvalidArgument ? 400 : 500;
-    const message = err instanceof ConnectError ? err.rawMessage : (err as Error).message;
-    throw new HttpError(status, `error ensuring directories: ${message}`, { cause: err });
-  }
+  if (!(await userParents(t.user, dirname(t.path)))) await parentsAsDaemon(t);
   for (let attempt = 0; ; attempt++) {
     const existing = await statTarget(t);
     if (!existing && !(await isSymlink(t))) {
@@ -69,6 +60,19 @@ export async function storeUpload(t: UploadTarget, body: Readable): Promise<void
       continue;
     }
     return replaceExisting(t, body, existing);
+  }
+}
+
+/** ensureDirs as the reference runs it (root's requests, and a user's that failed for a reason other than permission). */
+async function parentsAsDaemon(t: UploadTarget): Promise<void> {
+  try {
+    await ensureDirs(dirname(t.path), t.user.uid, t.user.gid);
+  } catch (err) {
+    // A parent that is a file is the client's mistake (400); a full disk 507; the rest 500.
+    const code = err instanceof ConnectError ? err.code : undefined;
+    const status = code === Code.ResourceExhausted ? 507 : code === Code.InvalidArgument ? 400 : 500;
+    const message = err instanceof ConnectError ? err.rawMessage : (err as Error).message;
+    throw new HttpError(status, `error ensuring directories: ${message}`, { cause: err });
   }
 }
 

@@ -37,18 +37,24 @@ export function refusal(err: unknown, user: User, context: string): HttpError | 
 }
 
 /**
- * Creates the missing parents of a target as the user before ensureDirs runs (which then finds
- * them all present): a directory the user could not create is a 403, never one made by root.
- * Other failures are left to ensureDirs, which reports them as it always has.
+ * Creates the missing parents of a target as the user; true when they all exist now. A directory
+ * the user could not create is a 403, never one made by root. After any other failure (a file in
+ * the way, no space) the caller runs ensureDirs, which reports it as it always has; root's
+ * requests (false) go to ensureDirs directly. A user's parents that all exist need no ensureDirs
+ * (it never touches existing directories), which keeps root from walking a path the user may be
+ * swapping links into meanwhile.
  */
-export async function userParents(user: User, dir: string): Promise<void> {
+export async function userParents(user: User, dir: string): Promise<boolean> {
+  if (isRoot(user)) return false;
   try {
     await mkdirsAs(user, dir);
+    return true;
   } catch (err) {
     const denied = refusal(err, user, "error ensuring directories");
     if (denied) throw denied;
     // Without the addon nothing can be done as the user: fail before root creates anything.
     if ((err as NodeJS.ErrnoException).code === "ENOSYS") throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+    return false;
   }
 }
 
