@@ -2,7 +2,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
@@ -33,12 +33,19 @@ const compose = (body: unknown) =>
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
 
+/** Makes what a sandbox user made: owned by `user` (uid 1001), as compose acts as that user. */
+function own<T extends string>(path: T): T {
+  chownSync(path, 1001, 1001);
+  return path;
+}
+
 function sources(sub: string, parts: string[]): string[] {
   mkdirSync(join(dir.path, sub), { recursive: true });
+  own(join(dir.path, sub));
   return parts.map((content, i) => {
     const p = join(dir.path, sub, `part${i}`);
     writeFileSync(p, content);
-    return p;
+    return own(p);
   });
 }
 
@@ -58,10 +65,12 @@ test("compose concatenates in order, creates parents, deletes sources", async ()
   // Relative paths resolve against the user's home; an existing destination is replaced.
   const home = join("/home/user", `envd-compose-${process.pid}`);
   mkdirSync(home, { recursive: true });
+  own(home);
   try {
-    writeFileSync(join(home, "a"), "1");
-    writeFileSync(join(home, "b"), "2");
-    writeFileSync(join(home, "out"), "old");
+    for (const [name, content] of [["a", "1"], ["b", "2"], ["out", "old"]]) {
+      writeFileSync(join(home, name), content);
+      own(join(home, name));
+    }
     const rel = `envd-compose-${process.pid}`;
     const rr = await compose({ source_paths: [`${rel}/a`, `${rel}/b`], destination: `${rel}/out` });
     assert.equal(rr.status, 200);
@@ -76,11 +85,12 @@ test("compose concatenates in order, creates parents, deletes sources", async ()
 
 test("compose of multi-chunk sources keeps every byte in order (one read buffer is reused)", async () => {
   mkdirSync(join(dir.path, "big"), { recursive: true });
+  own(join(dir.path, "big"));
   const parts = [700_000, 262_144, 5, 1_000_001].map((n) => randomBytes(n));
   const src = parts.map((b, i) => {
     const p = join(dir.path, "big", `part${i}`);
     writeFileSync(p, b);
-    return p;
+    return own(p);
   });
   const dest = join(dir.path, "big", "joined.bin");
   const r = await compose({ source_paths: src, destination: dest });
@@ -119,6 +129,7 @@ test("a missing source → 404 and nothing changes", async () => {
   const src = sources("missing", ["keep-1", "keep-2"]);
   const dest = join(dir.path, "missing", "dest");
   writeFileSync(dest, "old destination");
+  own(dest);
   const ghost = join(dir.path, "missing", "ghost");
   const r = await compose({ source_paths: [src[0], ghost, src[1]], destination: dest });
   assert.equal(r.status, 404);
@@ -135,6 +146,7 @@ test("ENOSPC while composing → 507, sources and destination untouched, no temp
   const src = sources("full", ["a".repeat(700_000), "b".repeat(700_000)]);
   const dest = join(mount, "dest");
   writeFileSync(dest, "old");
+  own(dest);
   const r = await compose({ source_paths: src, destination: dest });
   assert.equal(r.status, 507);
   assert.deepEqual(await r.json(), { code: 507, message: "not enough disk space available" });

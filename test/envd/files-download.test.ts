@@ -223,14 +223,14 @@ test("paths resolve per user: relative to home, ~, and as root", async () => {
   }
 });
 
-test("files of unknown size (procfs) stream until EOF", async () => {
+test("files of unknown size (procfs) stream until EOF; devices are refused", async () => {
   const r = await get("/proc/self/status");
   assert.equal(r.status, 200);
   assert.match(r.body.toString(), /^Name:/);
   assert.equal(r.headers["content-length"], undefined);
   const nul = await get("/dev/null");
-  assert.equal(nul.status, 200);
-  assert.equal(nul.body.length, 0);
+  assert.equal(nul.status, 400);
+  assert.match(nul.body.toString(), /path '\/dev\/null' is not a regular file/);
 });
 
 test("a client that disconnects mid-download does not disturb the daemon", async () => {

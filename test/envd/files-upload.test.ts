@@ -1,7 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
@@ -61,6 +61,12 @@ function multipart(parts: Array<{ name?: string; filename?: string; data: string
 
 const post = (body: Buffer, type: string, query: Record<string, string> = {}, headers: Record<string, string> = {}) =>
   fetch(filesUrl(query), { method: "POST", body: new Uint8Array(body), headers: { "content-type": type, ...headers } });
+
+/** Makes what a sandbox user made: owned by `user` (uid 1001), as uploads act as that user. */
+function own<T extends string>(path: T): T {
+  chownSync(path, 1001, 1001);
+  return path;
+}
 
 const tempsIn = (path: string) => readdirSync(path).filter((n) => n.includes(".envd-upload."));
 
@@ -241,12 +247,16 @@ test("targets: directory → 400, parent is a file, symlinks written through, mo
   assert.equal(statSync(join(dir.path, "root-owned.txt")).uid, 0);
 });
 
-test("devices and procfs are written in place; a bind-mounted file is overwritten through a copy", async () => {
+test("devices are refused, procfs is written in place; a bind-mounted file is overwritten through a copy", async () => {
   const r = await raw("/dev/null", "discarded");
-  assert.equal(r.status, 200);
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).message, /^path '\/dev\/null' is not a regular file/);
   assert.ok(lstatSync("/dev/null").isCharacterDevice());
-  // /proc/self is the daemon itself: renaming its main thread is harmless and observable.
-  assert.equal((await raw("/proc/self/comm", "envd-files-test")).status, 200);
+  // /proc/self is the daemon itself (root's): renaming its main thread is harmless and observable,
+  // and only root may do it.
+  assert.equal((await raw("/proc/self/comm", "not-as-user")).status, 403);
+  const comm = await fetch(filesUrl({ path: "/proc/self/comm", username: "root" }), { method: "POST", body: "envd-files-test", headers: { "content-type": "application/octet-stream" } });
+  assert.equal(comm.status, 200);
   assert.equal(readFileSync(`/proc/${d.pid}/comm`, "utf8").trim(), "envd-files-test");
 
   // A file bind-mounted over the target (as container runtimes do for /etc/hosts) cannot be renamed over.
@@ -254,6 +264,8 @@ test("devices and procfs are written in place; a bind-mounted file is overwritte
   const target = join(dir.path, "bind-target.txt");
   writeFileSync(source, "original");
   writeFileSync(target, "hidden");
+  own(source);
+  own(target);
   execFileSync("mount", ["--bind", source, target]);
   mounts.push(target);
   const rb = await raw(target, "replaced through the mount");
@@ -267,6 +279,7 @@ test("ENOSPC for data → 507, old content intact, no temp file left", async () 
   const m = smallTmpfs("size=1m");
   const p = join(m, "full.txt");
   writeFileSync(p, "precious old content");
+  own(p);
   const big = Buffer.alloc(2 * 1024 * 1024, "x");
   const r = await raw(p, big);
   assert.equal(r.status, 507);
@@ -288,6 +301,7 @@ test("ENOSPC for inodes and for metadata → 507", async () => {
   const inodes = smallTmpfs("size=1m,nr_inodes=2");
   const existing = join(inodes, "old.txt");
   writeFileSync(existing, "old");
+  own(existing);
   const r = await raw(join(inodes, "new.txt"), "x");
   assert.equal(r.status, 507);
   assert.match((await r.json()).message, /^not enough inodes available: /);
@@ -299,6 +313,7 @@ test("ENOSPC for inodes and for metadata → 507", async () => {
   const meta = smallTmpfs("size=1m,nr_inodes=4");
   const p = join(meta, "m.txt");
   writeFileSync(p, "keep me");
+  own(p);
   const rm = await raw(p, "new", { "x-metadata-big": "v".repeat(3000) });
   assert.equal(rm.status, 507);
   assert.match((await rm.json()).message, /^not enough space for file metadata: /);
@@ -309,8 +324,10 @@ test("ENOSPC for inodes and for metadata → 507", async () => {
 test("an upload cut off mid-body leaves the old file intact (or no file) and no temp file", async () => {
   const sub = join(dir.path, "cut");
   mkdirSync(sub);
+  own(sub);
   const p = join(sub, "victim.txt");
   writeFileSync(p, "old content");
+  own(p);
   const fresh = join(sub, "fresh.txt");
   const cases = [
     { kind: "raw", target: p, writing: () => tempsIn(sub).length === 1 },

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
@@ -21,6 +21,7 @@ const count = (k: string) => tally.set(k, (tally.get(k) ?? 0) + 1);
 before(async () => {
   scratch = join("/tmp", `envd-fuzz-http-${process.pid}`);
   mkdirSync(scratch, { recursive: true });
+  chownSync(scratch, 1001, 1001); // the user's workspace: uploads act as that user
   d = await startDaemon({ args: ["--default-workdir", scratch] });
 });
 

@@ -9,7 +9,7 @@ import http2 from "node:http2";
 import { request as httpRequest } from "node:http";
 import { createHash, randomBytes } from "node:crypto";
 import { gzipSync } from "node:zlib";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
@@ -80,12 +80,14 @@ function contentSha(path: string): string {
 test("SIGKILL during uploads: the restarted daemon serves at once; targets are old or whole, nothing partial", async (t) => {
   const runDir = mkdtempSync(join(tmpdir(), "envd-crash-run-"));
   const dir = mkdtempSync(join(tmpdir(), "envd-crash-files-"));
+  chownSync(dir, 1001, 1001);
   const allowed = new Map<string, Set<string>>();
   for (let i = 0; i < TARGETS; i++) {
     const path = join(dir, `t${i}.bin`);
     if (i % 2 === 0) {
       const initial = Buffer.from(`initial ${i}\n`);
       writeFileSync(path, initial);
+      chownSync(path, 1001, 1001); // the user's own file: uploads act as that user
       allowed.set(path, new Set([sha(initial)]));
     } else allowed.set(path, new Set(["absent"]));
   }

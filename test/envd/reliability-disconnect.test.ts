@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { clients } from "./helpers/clients.js";
@@ -32,6 +32,7 @@ before(async () => {
   scratch = join("/tmp", `envd-storm-${process.pid}`);
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(join(scratch, "watched"), { recursive: true });
+  chownSync(scratch, 1001, 1001);
   writeFileSync(join(scratch, "big.bin"), randomBytes(4 << 20));
   for (let i = 0; i < TARGETS; i++) {
     const path = join(scratch, `target-${i}.bin`);
@@ -39,6 +40,7 @@ before(async () => {
     if (i % 2 === 0) {
       const initial = Buffer.from(`initial content of target ${i}\n`);
       writeFileSync(path, initial);
+      chownSync(path, 1001, 1001); // the user's own file: uploads act as that user
       set.add(sha(initial));
     } else set.add("absent");
     allowed.set(path, set);

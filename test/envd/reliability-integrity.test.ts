@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { createHash, randomBytes } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
-import { mkdirSync, rmSync } from "node:fs";
+import { chownSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { sdkSandbox } from "./helpers/clients.js";
@@ -23,6 +23,7 @@ const MiB = 1024 * KiB;
 before(async () => {
   dir = join("/tmp", `envd-integrity-${process.pid}`);
   mkdirSync(dir, { recursive: true });
+  chownSync(dir, 1001, 1001); // the user's workspace: uploads act as that user
   d = await startDaemon();
   // Node counts every body this client has queued against its session memory (10 MB default).
   h2 = http2.connect(d.url, { maxSessionMemory: 1024 });

@@ -1,7 +1,8 @@
 // The identity model: the daemon runs as root; a request names a user (Basic auth for RPCs,
 // `username` for /files) who owns what it creates and whom its processes run as. Processes
-// cannot escape that user (uid, gid, groups, environment); file operations are the daemon's
-// own and ignore the user's permissions, exactly as the reference (envd-behaviour §0, §12.15).
+// cannot escape that user (uid, gid, groups, environment). Uploads and compose act with that
+// user's permissions (security-files.test.ts); the other file operations are the daemon's own and
+// ignore them, as in the reference (envd-behaviour §0, §12.15).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -20,6 +21,7 @@ let rootOnly: string;
 before(async () => {
   scratch = join("/tmp", `envd-identity-${process.pid}`);
   mkdirSync(scratch, { recursive: true });
+  chmodSync(scratch, 0o1777); // like /tmp: every user may create files here
   rootOnly = join("/root", `.envd-identity-${process.pid}`);
   writeFileSync(rootOnly, "root eyes only");
   chmodSync(rootOnly, 0o600);

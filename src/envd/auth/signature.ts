@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { normalize } from "node:path";
 import { HttpError } from "../http/errors.js";
 import { safeEqual, type AccessToken } from "./token.js";
 
@@ -20,11 +21,14 @@ export interface SigningInput {
   nowSeconds: number;
 }
 
+/** How a /files request was let in: no token is set, the token header matched, or a signed URL did. */
+export type SignedBy = "open" | "token" | "signature";
+
 /** Authorises a GET/POST /files request by header token or signed URL; throws a 401 HttpError. */
-export function validateSigning(token: AccessToken, input: SigningInput): void {
-  if (!token.isSet) return;
+export function validateSigning(token: AccessToken, input: SigningInput): SignedBy {
+  if (!token.isSet) return "open";
   if (input.headerToken) {
-    if (token.equals(input.headerToken)) return;
+    if (token.equals(input.headerToken)) return "token";
     throw new HttpError(401, "access token present in header but does not match");
   }
   if (input.signature === undefined) throw new HttpError(401, "missing signature query parameter");
@@ -38,4 +42,17 @@ export function validateSigning(token: AccessToken, input: SigningInput): void {
   const expected = fileSignature(input.path, input.operation, input.username, token.reveal() ?? "", expiration);
   if (!safeEqual(expected, input.signature)) throw new HttpError(401, "invalid signature");
   if (expiration !== undefined && expiration < input.nowSeconds) throw new HttpError(401, "signature is already expired");
+  return "signature";
+}
+
+/**
+ * Whether a target may be written under a write signature that names no path. Such a signature
+ * (the SDK's uploadUrl() without a path) lets each multipart filename pick its target; it is
+ * honoured only for targets inside the signed user's home directory, so a holder of the URL can
+ * never pick a file elsewhere (`..` is resolved before the check).
+ */
+export function pathlessSignatureAllows(target: string, home: string): boolean {
+  const t = normalize(target);
+  const h = normalize(home).replace(/\/+$/, "");
+  return t.startsWith(`${h}/`) && t.length > h.length + 1;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { open, rename, stat, unlink, type FileHandle } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import type { FileHandle } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { queryUser } from "../auth/identity.js";
 import { ensureDirs } from "../auth/paths.js";
@@ -9,6 +10,7 @@ import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
 import { resolvePath } from "./request.js";
 import { readChunks, STREAM_CHUNK, writeAll } from "./io.js";
+import { openAs, refusal, renameAs, statAs, unlinkAs, userParents } from "./user-fs.js";
 
 /** Largest compose request body we read (it only lists paths). */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -22,20 +24,28 @@ interface ComposeRequest {
 /**
  * POST /files/compose (envd-behaviour §4.7): concatenates source files into a temp file beside
  * the destination, renames it over the destination, then deletes the sources. On any failure
- * the temp file is removed and sources and destination are left as they were.
+ * the temp file is removed and sources and destination are left as they were. For a user other
+ * than root, sources are opened, the temp file created and renamed and the sources deleted as
+ * that user (user-fs.ts). A source that is the destination under another name is refused.
  */
 export async function compose(r: RouteRequest, deps: Deps): Promise<void> {
   const req = parseRequest(await readBody(r));
   const user = queryUser(req.username, deps);
   const destination = resolvePath(req.destination, user, deps, "error resolving destination path: ");
-  const sources = await checkSources(req.sources, destination, user, deps);
+  const sources: Source[] = [];
   try {
-    await ensureDirs(dirname(destination), user.uid, user.gid);
-  } catch (err) {
-    throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+    for (const raw of req.sources) sources.push(await openSource(raw, destination, user, deps));
+    await refuseSameFile(sources, destination, user);
+    if (!(await userParents(user, dirname(destination)))) {
+      await ensureDirs(dirname(destination), user.uid, user.gid).catch((err) => {
+        throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+      });
+    }
+    await concatenate(sources, destination, user);
+  } finally {
+    await Promise.all(sources.map((s) => s.fh.close().catch(() => undefined)));
   }
-  await concatenate(sources, destination, user);
-  await Promise.all(sources.map((s) => unlink(s).catch(() => undefined)));
+  await Promise.all(sources.map((s) => unlinkAs(user, s.path).catch(() => undefined)));
   const body = JSON.stringify({ path: destination, name: basename(destination), type: "file" }) + "\n";
   r.res.statusCode = 200;
   r.res.setHeader("Content-Type", "application/json");
@@ -74,61 +84,87 @@ function parseRequest(text: string): ComposeRequest {
   return { sources: sources as string[], destination, username: typeof username === "string" ? username : null };
 }
 
-async function checkSources(raw: string[], destination: string, user: User, deps: Deps): Promise<string[]> {
-  const out: string[] = [];
-  for (const src of raw) {
-    const path = resolvePath(src, user, deps, `error resolving source path ${JSON.stringify(src)}: `);
-    if (path === destination) throw new HttpError(400, `source path ${JSON.stringify(src)} cannot be the same as destination`);
-    const st = await stat(path).catch((err) => {
-      throw new HttpError(404, `source file not found: ${src}`, { cause: err });
-    });
-    if (!st.isFile()) throw new HttpError(400, `source path is not a regular file: ${src}`);
-    out.push(path);
-  }
-  return out;
+/** A source as requested, resolved, and opened for reading. */
+interface Source {
+  raw: string;
+  path: string;
+  fh: FileHandle;
+  st: Stats;
 }
 
-async function concatenate(sources: string[], destination: string, user: User): Promise<void> {
+/**
+ * Resolves, checks and opens one source as the user. Its type is checked before the open (a FIFO
+ * would block a thread) and again on the opened file (it may have been swapped meanwhile).
+ */
+async function openSource(raw: string, destination: string, user: User, deps: Deps): Promise<Source> {
+  const path = resolvePath(raw, user, deps, `error resolving source path ${JSON.stringify(raw)}: `);
+  if (path === destination) throw new HttpError(400, `source path ${JSON.stringify(raw)} cannot be the same as destination`);
+  const before = await statAs(user, path).catch((err) => {
+    throw refusal(err, user, `error opening source file ${raw}`) ?? new HttpError(404, `source file not found: ${raw}`, { cause: err });
+  });
+  if (!before) throw new HttpError(404, `source file not found: ${raw}`);
+  if (!before.isFile()) throw new HttpError(400, `source path is not a regular file: ${raw}`);
+  const fh = await openAs(user, path, constants.O_RDONLY | constants.O_NONBLOCK).catch((err) => {
+    throw failure(err, `error opening source file ${path}`, user);
+  });
+  const st = await fh.stat().catch(() => undefined);
+  if (!st?.isFile()) {
+    await fh.close().catch(() => undefined);
+    throw new HttpError(400, `source path is not a regular file: ${raw}`);
+  }
+  return { raw, path, fh, st };
+}
+
+/** Compose replaces the destination and then deletes the sources: one of them being the destination would lose it. */
+async function refuseSameFile(sources: Source[], destination: string, user: User): Promise<void> {
+  const dest = await statAs(user, destination).catch(() => undefined);
+  if (!dest) return;
+  for (const s of sources) {
+    if (s.st.dev === dest.dev && s.st.ino === dest.ino) {
+      throw new HttpError(400, `source path ${JSON.stringify(s.raw)} cannot be the same as destination: it is the destination file under another name`);
+    }
+  }
+}
+
+async function concatenate(sources: Source[], destination: string, user: User): Promise<void> {
   const temp = `${destination}.e2b-compose.${randomUUID()}.tmp`;
   let fh: FileHandle;
   try {
-    fh = await open(temp, "wx", 0o666);
+    fh = await openAs(user, temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_TRUNC);
   } catch (err) {
-    throw failure(err, "error creating destination file");
+    throw failure(err, "error creating destination file", user);
   }
   let renamed = false;
   try {
     await fh.chown(user.uid, user.gid).catch((err) => {
-      throw failure(err, "error changing file ownership");
+      throw failure(err, "error changing file ownership", user);
     });
     // One read buffer for all sources: each chunk is written before the next read.
     const buf = Buffer.allocUnsafeSlow(STREAM_CHUNK);
     for (const src of sources) {
-      const input = await open(src, "r").catch((err) => {
-        throw failure(err, `error opening source file ${src}`);
-      });
       try {
-        for await (const chunk of readChunks(input, 0, Infinity, buf)) await writeAll(fh, chunk);
+        for await (const chunk of readChunks(src.fh, 0, Infinity, buf)) await writeAll(fh, chunk);
       } catch (err) {
-        throw failure(err, `error composing source ${src}`);
-      } finally {
-        await input.close().catch(() => undefined);
+        throw failure(err, `error composing source ${src.path}`, user);
       }
     }
     await fh.close().catch((err) => {
-      throw failure(err, "error closing destination file");
+      throw failure(err, "error closing destination file", user);
     });
-    await rename(temp, destination).catch((err) => {
-      throw failure(err, "error finalizing compose");
+    await renameAs(user, temp, destination).catch((err) => {
+      throw failure(err, "error finalizing compose", user);
     });
     renamed = true;
   } finally {
     await fh.close().catch(() => undefined);
-    if (!renamed) await unlink(temp).catch(() => undefined);
+    if (!renamed) await unlinkAs(user, temp).catch(() => undefined);
   }
 }
 
-function failure(err: unknown, context: string): HttpError {
+function failure(err: unknown, context: string, user: User): HttpError {
+  if (err instanceof HttpError) return err;
+  const denied = refusal(err, user, context);
+  if (denied) return denied;
   if ((err as NodeJS.ErrnoException).code === "ENOSPC") return new HttpError(507, "not enough disk space available", { cause: err });
   return new HttpError(500, `${context}: ${(err as Error).message}`, { cause: err });
 }

@@ -1,3 +1,4 @@
+import { constants } from "node:fs";
 import { open, stat, type FileHandle } from "node:fs/promises";
 import { basename } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -17,7 +18,7 @@ const IDENTITY_ONLY = ["range", "if-modified-since", "if-none-match", "if-range"
 
 /** GET /files: streams a file to the client (envd-behaviour §4.5). */
 export async function download(r: RouteRequest, deps: Deps): Promise<void> {
-  const user = authorizeFiles(r, deps, "read");
+  const { user } = authorizeFiles(r, deps, "read");
   const raw = queryParam(r.query, "path") ?? "";
   const path = resolvePath(raw, user, deps, `error expanding and resolving path '${raw}': `);
   const st = await stat(path).catch((err: NodeJS.ErrnoException) => {
@@ -26,6 +27,7 @@ export async function download(r: RouteRequest, deps: Deps): Promise<void> {
     throw new HttpError(500, `error checking if path exists '${path}': ${err.message}`, { cause: err });
   });
   if (st.isDirectory()) throw new HttpError(400, `path '${path}' is a directory`);
+  if (!st.isFile()) throw notRegular(path);
 
   let coding = negotiateEncoding(headerValue(r, "accept-encoding"));
   r.res.setHeader("Vary", "Accept-Encoding");
@@ -38,15 +40,18 @@ export async function download(r: RouteRequest, deps: Deps): Promise<void> {
 
   let fh: FileHandle;
   try {
-    fh = await open(path, "r");
+    // Never blocking: a FIFO swapped in since the stat would hold a pool thread until a writer came.
+    fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (err) {
     throw new HttpError(500, `error opening file '${path}': ${(err as Error).message}`, { cause: err });
   }
   try {
+    const opened = await fh.stat();
+    if (!opened.isFile()) throw notRegular(path);
     r.res.setHeader("Content-Disposition", inlineDisposition(basename(path)));
     if (coding === "gzip") await serveGzip(r, fh, raw);
     // The opened file's own length and times: an upload may have replaced the path since the stat above.
-    else await serveIdentity(r, fh, await fh.stat(), raw);
+    else await serveIdentity(r, fh, opened, raw);
   } catch (err) {
     if (r.res.headersSent || r.res.destroyed) {
       // The client went away or the file failed mid-stream: nothing left to tell it.
@@ -58,6 +63,11 @@ export async function download(r: RouteRequest, deps: Deps): Promise<void> {
   } finally {
     await fh.close().catch(() => undefined);
   }
+}
+
+/** A FIFO, socket or device: opening one can block a thread for good, and reading it may never end. */
+function notRegular(path: string): HttpError {
+  return new HttpError(400, `path '${path}' is not a regular file: only regular files can be downloaded (not FIFOs, sockets or devices)`);
 }
 
 /** Whole file through gzip: no length, no ranges; type from the raw path's extension only. */

@@ -1,5 +1,5 @@
 import { ConnectError } from "@connectrpc/connect";
-import { validateSigning } from "../auth/signature.js";
+import { validateSigning, type SignedBy } from "../auth/signature.js";
 import { expandAndResolve } from "../auth/paths.js";
 import { queryUser } from "../auth/identity.js";
 import type { User } from "../auth/users.js";
@@ -20,11 +20,17 @@ export function headerValue(r: RouteRequest, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** The user of a /files request and how the request was authorised. */
+export interface FilesAccess {
+  user: User;
+  signedBy: SignedBy;
+}
+
 /**
  * Authorises GET/POST /files (envd-behaviour §3.4) and returns the request user: header token or
  * signed URL over the raw `path` and `username` query values, then the user lookup (401 when unknown).
  */
-export function authorizeFiles(r: RouteRequest, deps: Deps, operation: "read" | "write"): User {
+export function authorizeFiles(r: RouteRequest, deps: Deps, operation: "read" | "write"): FilesAccess {
   const path = queryParam(r.query, "path");
   const username = queryParam(r.query, "username");
   const signature = queryParam(r.query, "signature");
@@ -32,7 +38,7 @@ export function authorizeFiles(r: RouteRequest, deps: Deps, operation: "read" | 
   if (expiration !== undefined && !/^-?\d+$/.test(expiration)) {
     throw new HttpError(400, `Invalid format for parameter signature_expiration: not an integer: ${JSON.stringify(expiration)}`);
   }
-  validateSigning(deps.state.token, {
+  const signedBy = validateSigning(deps.state.token, {
     headerToken: headerValue(r, "x-access-token"),
     path: path ?? "",
     username: username ?? "",
@@ -41,7 +47,7 @@ export function authorizeFiles(r: RouteRequest, deps: Deps, operation: "read" | 
     operation,
     nowSeconds: Math.floor(Date.now() / 1000),
   });
-  return queryUser(username ?? null, deps);
+  return { user: queryUser(username ?? null, deps), signedBy };
 }
 
 /** Resolves a request path for a user; resolution errors become 400 with the route's message prefix. */

@@ -1,5 +1,5 @@
-import { chown, copyFile, lstat, open, realpath, rename, stat, unlink, type FileHandle } from "node:fs/promises";
-import type { Stats } from "node:fs";
+import { chown, type FileHandle } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
@@ -10,7 +10,8 @@ import { HttpError } from "../http/errors.js";
 import type { Logger } from "../http/log.js";
 import { writeMetadata } from "./xattr-errors.js";
 import { bodyError } from "./body.js";
-import { writeAll } from "./io.js";
+import { readChunks, writeAll } from "./io.js";
+import { isRoot, openAs, realpathAs, refusal, renameAs, statAs, unlinkAs, userParents } from "./user-fs.js";
 import type { UploadJournal } from "./journal.js";
 
 /** One file an upload writes. */
@@ -28,6 +29,8 @@ export interface UploadTarget {
   journal?: UploadJournal;
 }
 
+const { O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_NONBLOCK } = constants;
+
 /** errnos meaning "no temp file or rename here": fall back to writing the target in place. */
 const IN_PLACE_ERRNOS = new Set(["EXDEV", "EPERM", "EINVAL", "EACCES", "EROFS", "EOPNOTSUPP", "ENOTSUP", "EBUSY"]);
 
@@ -35,10 +38,33 @@ const IN_PLACE_ERRNOS = new Set(["EXDEV", "EPERM", "EINVAL", "EACCES", "EROFS", 
  * Writes an upload body to its target so that a failed or cut-off upload leaves the old content
  * or nothing, never a torn file. A new file is created exclusively and removed again on failure
  * (watchers see CREATE, CHMOD, WRITE on its name, as with the reference). An existing file is
- * replaced through a temp file beside it, renamed over it once complete. Virtual filesystems,
- * devices and directories refusing temp files are written in place with truncate.
+ * replaced through a temp file beside it, renamed over it once complete. Virtual filesystems and
+ * directories refusing temp files are written in place with truncate. For a user other than root
+ * every lookup, create, rename and unlink is made as that user (user-fs.ts): the kernel decides
+ * what the user may reach, links included. FIFOs, sockets and devices are refused.
  */
 export async function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
+  if (!(await userParents(t.user, dirname(t.path)))) await parentsAsDaemon(t);
+  for (let attempt = 0; ; attempt++) {
+    const existing = await statTarget(t);
+    if (!existing && !(await isSymlink(t))) {
+      // Journaled before the file exists: a crash at any later point leaves nothing the next start misses.
+      const entry = await t.journal?.begin({ created: { path: t.path } });
+      const fh = await openAs(t.user, t.path, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC).catch(async (err: NodeJS.ErrnoException) => {
+        await t.journal?.end(entry);
+        // Created by someone else meanwhile: replace it like any existing file.
+        if (err.code === "EEXIST" && attempt === 0) return undefined;
+        throw openError(err, t.user);
+      });
+      if (fh) return writeDirect(t, body, fh, true, false, entry);
+      continue;
+    }
+    return replaceExisting(t, body, existing);
+  }
+}
+
+/** ensureDirs as the reference runs it (root's requests, and a user's that failed for a reason other than permission). */
+async function parentsAsDaemon(t: UploadTarget): Promise<void> {
   try {
     await ensureDirs(dirname(t.path), t.user.uid, t.user.gid);
   } catch (err) {
@@ -48,68 +74,70 @@ export async function storeUpload(t: UploadTarget, body: Readable): Promise<void
     const message = err instanceof ConnectError ? err.rawMessage : (err as Error).message;
     throw new HttpError(status, `error ensuring directories: ${message}`, { cause: err });
   }
-  for (let attempt = 0; ; attempt++) {
-    const existing = await statTarget(t.path);
-    if (!existing && !(await isSymlink(t.path))) {
-      // Journaled before the file exists: a crash at any later point leaves nothing the next start misses.
-      const entry = await t.journal?.begin({ created: { path: t.path } });
-      const fh = await open(t.path, "wx", 0o666).catch(async (err: NodeJS.ErrnoException) => {
-        await t.journal?.end(entry);
-        // Created by someone else meanwhile: replace it like any existing file.
-        if (err.code === "EEXIST" && attempt === 0) return undefined;
-        throw openError(err);
-      });
-      if (fh) return writeDirect(t, body, fh, true, false, entry);
-      continue;
-    }
-    return replaceExisting(t, body, existing);
-  }
 }
 
-async function statTarget(path: string): Promise<Stats | undefined> {
-  const st = await stat(path).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === "ENOENT") return undefined;
-    throw new HttpError(500, `error getting file info: ${err.message}`, { cause: err });
+async function statTarget(t: UploadTarget): Promise<Stats | undefined> {
+  const st = await statAs(t.user, t.path).catch((err: NodeJS.ErrnoException) => {
+    throw refusal(err, t.user, "error getting file info") ?? new HttpError(500, `error getting file info: ${err.message}`, { cause: err });
   });
-  if (st?.isDirectory()) throw new HttpError(400, `path is a directory: ${path}`);
+  if (st?.isDirectory()) throw new HttpError(400, `path is a directory: ${t.path}`);
+  if (st && !st.isFile()) throw notRegular(t.path);
   return st;
 }
 
-async function isSymlink(path: string): Promise<boolean> {
-  return (await lstat(path).catch(() => undefined))?.isSymbolicLink() ?? false;
+async function isSymlink(t: UploadTarget): Promise<boolean> {
+  return (await statAs(t.user, t.path, false).catch(() => undefined))?.isSymbolicLink() ?? false;
+}
+
+/** A FIFO, socket or device: opening one can block a thread for good or act on hardware. */
+function notRegular(path: string): HttpError {
+  return new HttpError(400, `path '${path}' is not a regular file: uploads write regular files only (not FIFOs, sockets or devices)`);
 }
 
 async function replaceExisting(t: UploadTarget, body: Readable, existing: Stats | undefined): Promise<void> {
-  const real = await atomicTarget(t.path, existing);
+  const real = await atomicTarget(t, existing);
   if (real && existing) {
     const temp = join(dirname(real), `.${basename(real).slice(0, 64)}.envd-upload.${randomBytes(6).toString("hex")}.tmp`);
     // Journaled before it exists: a crash at any later point leaves nothing the next start misses.
     const entry = await t.journal?.begin({ temp });
     let fh: FileHandle | undefined;
     try {
-      fh = await open(temp, "wx", 0o666);
+      // Readable too: a target that cannot be renamed over gets the finished content copied from it.
+      fh = await openAs(t.user, temp, O_RDWR | O_CREAT | O_EXCL);
     } catch (err) {
       await t.journal?.end(entry);
       const code = (err as NodeJS.ErrnoException).code ?? "";
       // No inode left for a temp file: the existing file is rewritten in place, as the reference does.
-      if (!IN_PLACE_ERRNOS.has(code) && code !== "ENOSPC") throw openError(err);
+      if (!IN_PLACE_ERRNOS.has(code) && code !== "ENOSPC") throw openError(err, t.user);
     }
     if (fh) return writeViaTemp(t, body, fh, temp, real, existing, entry);
   }
-  // Devices, procfs/sysfs, dangling links and directories refusing temp files: truncate in place.
-  if (existing) await chown(t.path, t.user.uid, t.user.gid).catch(() => undefined);
-  const fh = await open(t.path, "w", 0o666).catch((err) => {
-    throw openError(err);
+  // procfs/sysfs, dangling links and directories refusing temp files: truncate in place.
+  // Only root's uploads hand an existing file to the request user, as the reference does.
+  if (existing && isRoot(t.user)) await chown(t.path, t.user.uid, t.user.gid).catch(() => undefined);
+  const fh = await openInPlace(t, t.path);
+  return writeDirect(t, body, fh, false, existing !== undefined);
+}
+
+/** Opens an existing target for writing in place, refusing what turned into a special file meanwhile. */
+async function openInPlace(t: UploadTarget, path: string): Promise<FileHandle> {
+  const fh = await openAs(t.user, path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK).catch((err) => {
+    throw openError(err, t.user);
   });
-  await writeDirect(t, body, fh, false, existing !== undefined);
+  if (!(await fh.stat()).isFile()) {
+    await fh.close().catch(() => undefined);
+    throw notRegular(path);
+  }
+  return fh;
 }
 
 /** The real path of a regular file to replace atomically, or undefined to write in place. */
-async function atomicTarget(path: string, existing: Stats | undefined): Promise<string | undefined> {
+async function atomicTarget(t: UploadTarget, existing: Stats | undefined): Promise<string | undefined> {
   if (!existing?.isFile()) return undefined;
-  const real = await realpath(path);
-  const dir = await realpath(dirname(real)).catch(() => dirname(real));
-  if (/^\/(proc|sys)(\/|$)/.test(dir)) return undefined;
+  const real = await realpathAs(t.user, t.path).catch((err) => {
+    throw refusal(err, t.user, "error getting file info") ?? new HttpError(500, `error getting file info: ${(err as Error).message}`, { cause: err });
+  });
+  if (/^\/(proc|sys)(\/|$)/.test(dirname(real))) return undefined;
   return real;
 }
 
@@ -119,9 +147,9 @@ async function atomicTarget(path: string, existing: Stats | undefined): Promise<
  */
 async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false, entry?: string): Promise<void> {
   let done = false;
-  const ino = created ? (await fh.stat()).ino : 0;
+  const mine = created ? await fh.stat() : undefined;
   // The inode is journaled before the first byte, so the next start can tell this very file.
-  if (created) await t.journal?.update(entry, { created: { path: t.path, ino } });
+  if (mine) await t.journal?.update(entry, { created: { path: t.path, ino: mine.ino } });
   try {
     if (!existed) await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     await copyBody(t, body, fh);
@@ -131,9 +159,10 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
     // Only the very file this upload created: a concurrent upload may have replaced it meanwhile.
     // Checked while our handle is still open, so its inode number cannot have been reused yet,
     // and under the path's lock, so no replacement can land between the check and the unlink.
-    if (!done && created) {
+    if (!done && mine) {
       await underPathLock(t.path, async () => {
-        if ((await lstat(t.path).catch(() => undefined))?.ino === ino) await unlink(t.path).catch(() => undefined);
+        const now = await statAs(t.user, t.path, false).catch(() => undefined);
+        if (now?.ino === mine.ino && now.dev === mine.dev) await unlinkAs(t.user, t.path).catch(() => undefined);
       });
     }
     await fh.close().catch(() => undefined);
@@ -142,7 +171,7 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
 }
 
 async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, temp: string, real: string, existing: Stats, entry: string | undefined): Promise<void> {
-  let done = false;
+  let renamed = false;
   try {
     await fh.chown(t.user.uid, t.user.gid).catch((err) => Promise.reject(chownError(err)));
     // An overwritten file keeps its permission bits, as it would when truncated in place.
@@ -150,22 +179,32 @@ async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, tem
     const size = await copyBody(t, body, fh);
     await writeMetadata(temp, t.metadata, t.log);
     try {
-      await underPathLock(t.path, () => rename(temp, real));
+      await underPathLock(t.path, () => renameAs(t.user, temp, real));
+      renamed = true;
     } catch (err) {
       if (!IN_PLACE_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw writeError(err, t);
       // e.g. a bind-mounted single file: copy the finished content over it instead.
-      await copyFile(temp, real).catch((e) => Promise.reject(writeError(e, t)));
-      await chown(real, t.user.uid, t.user.gid).catch(() => undefined);
-      await writeMetadata(real, t.metadata, t.log);
+      await copyOver(t, fh, size, real);
     }
-    done = true;
     // Watchers of the directory saw the rename; this tells them the named file's content changed
     // (a WRITE event, as truncating in place would give). The handle is still our new inode.
-    await fh.truncate(size).catch(() => undefined);
+    if (renamed) await fh.truncate(size).catch(() => undefined);
   } finally {
     await fh.close().catch(() => undefined);
-    if (!done || (await isPresent(temp))) await unlink(temp).catch(() => undefined);
+    if (!renamed) await unlinkAs(t.user, temp).catch(() => undefined);
     await t.journal?.end(entry);
+  }
+}
+
+/** Copies a finished temp file over a target that cannot be renamed over; the target's metadata. */
+async function copyOver(t: UploadTarget, from: FileHandle, size: number, real: string): Promise<void> {
+  const out = await openInPlace(t, real);
+  try {
+    for await (const chunk of readChunks(from, 0, size - 1)) await writeAll(out, chunk).catch((e) => Promise.reject(writeError(e, t)));
+    if (isRoot(t.user)) await out.chown(t.user.uid, t.user.gid).catch(() => undefined);
+    await writeMetadata(real, t.metadata, t.log);
+  } finally {
+    await out.close().catch(() => undefined);
   }
 }
 
@@ -209,10 +248,11 @@ async function copyBody(t: UploadTarget, body: Readable, fh: FileHandle): Promis
   }
 }
 
-function openError(err: unknown): HttpError {
+function openError(err: unknown, user: User): HttpError {
+  if (err instanceof HttpError) return err;
   const message = (err as Error).message;
   if ((err as NodeJS.ErrnoException).code === "ENOSPC") return new HttpError(507, `not enough inodes available: ${message}`, { cause: err });
-  return new HttpError(500, `error opening file: ${message}`, { cause: err });
+  return refusal(err, user, "error opening file") ?? new HttpError(500, `error opening file: ${message}`, { cause: err });
 }
 
 function chownError(err: unknown): HttpError {
@@ -226,11 +266,4 @@ function writeError(err: unknown, t: UploadTarget): HttpError {
     return new HttpError(507, `${prefix}not enough disk space available`, { cause: err });
   }
   return new HttpError(500, `error writing file: ${(err as Error).message}`, { cause: err });
-}
-
-async function isPresent(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    () => false,
-  );
 }

@@ -1,3 +1,4 @@
+import { pathlessSignatureAllows } from "../auth/signature.js";
 import type { Deps } from "../deps.js";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
@@ -27,7 +28,7 @@ export async function upload(r: RouteRequest, deps: Deps, journal?: UploadJourna
 }
 
 async function receive(r: RouteRequest, deps: Deps, journal: UploadJournal | undefined): Promise<WrittenFile[]> {
-  const user = authorizeFiles(r, deps, "write");
+  const { user, signedBy } = authorizeFiles(r, deps, "write");
   const coding = requestCoding(headerValue(r, "content-encoding"));
   const metadata = metadataFromHeaders("headersDistinct" in r.req ? r.req.headersDistinct : r.req.headers);
   const contentType = headerValue(r, "content-type") ?? "";
@@ -49,7 +50,16 @@ async function receive(r: RouteRequest, deps: Deps, journal: UploadJournal | und
     return [await writtenFile(path)];
   }
   if (media.startsWith("multipart/")) {
-    return uploadMultipart(r, requestBody(r.req, coding), contentType, (raw) => resolvePath(raw, user, deps, "error resolving path: "), rawPath, base);
+    // A signature over no path covers only filenames inside the signed user's home.
+    const confined = signedBy === "signature" && !rawPath;
+    const resolve = (raw: string) => {
+      const path = resolvePath(raw, user, deps, "error resolving path: ");
+      if (confined && !pathlessSignatureAllows(path, user.home)) {
+        throw new HttpError(403, `a write signature without a path only allows uploads into the home directory of user '${user.name}' (${user.home}): '${raw}' is outside it`);
+      }
+      return path;
+    };
+    return uploadMultipart(r, requestBody(r.req, coding), contentType, resolve, rawPath, base);
   }
   throw new HttpError(400, `unsupported content type: ${contentType}, expected multipart/form-data or application/octet-stream`);
 }

@@ -44,6 +44,14 @@ export interface AddonExtras {
   ): number;
   /** Whether spawned children can be watched here (pidfd_open, Linux ≥ 5.3). */
   spawnSupported(): boolean;
+  /**
+   * One filesystem call made on a thread of its own with a user's filesystem ids and groups
+   * (native/inotify/asuser.c), so the kernel checks permissions and follows links as for that
+   * user. `op`: 0 open(path, flags, mode) → fd (close-on-exec), 1 mkdir -p (mode 0755), 2
+   * rename(path, path2), 3 unlink(path). Resolves with [result, at]: result is the fd or 0, or
+   * -errno; `at` is the length of the path prefix mkdir -p failed on.
+   */
+  asUser(op: number, uid: number, gid: number, groups: readonly number[], path: string, path2: string, flags: number, mode: number): Promise<[number, number]>;
 }
 
 const found = new Map<keyof AddonExtras, unknown>();
