@@ -13,6 +13,7 @@
 #include <node_api.h>
 #include <uv.h>
 #include "spawn.h"
+#include "fsat.h"
 #include <sys/inotify.h>
 #include <errno.h>
 #include <stdio.h>
@@ -449,6 +450,7 @@ static napi_value init(napi_env env, napi_value exports) {
   set_fn(env, exports, "base64Encode", js_base64_encode);
   set_fn(env, exports, "base64Decode", js_base64_decode);
   register_spawn(env, exports);
+  register_fsat(env, exports);
   napi_create_object(env, &c);
   set_u32(env, c, "IN_ACCESS", IN_ACCESS);
   set_u32(env, c, "IN_MODIFY", IN_MODIFY);

@@ -44,6 +44,22 @@ export interface AddonExtras {
   ): number;
   /** Whether spawned children can be watched here (pidfd_open, Linux ≥ 5.3). */
   spawnSupported(): boolean;
+  /**
+   * Removes the entry `name` of directory `dir` and, if it is a directory, its whole tree, on a
+   * worker thread, relative to open directory handles and never through a symbolic link
+   * (native/inotify/fsat.c). A missing entry is success; rejects with an Error coded with the
+   * errno name, carrying `syscall` and `path`.
+   */
+  removeTree(dir: string, name: string): Promise<void>;
+  /**
+   * Creates the missing directories of the absolute `path` on a worker thread: each with
+   * mkdirat in its parent's handle, opened without following a link and chowned through that
+   * handle. Existing components are followed as named. Resolves with an fd of the final
+   * directory when `keepFd` (the caller closes it), else -1; rejects like removeTree.
+   */
+  makeDirs(path: string, uid: number, gid: number, keepFd: boolean): Promise<number>;
+  /** rename(2) of `source` to the entry `name` of the open directory `dirFd`, on a worker thread. */
+  renameAt(source: string, dirFd: number, name: string): Promise<void>;
 }
 
 const found = new Map<keyof AddonExtras, unknown>();
