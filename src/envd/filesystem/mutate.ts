@@ -14,6 +14,11 @@ function internal(message: string, err: unknown): ConnectError {
   return fsError(message, err);
 }
 
+/** A full disk, or no addon to create directories safely with: said as such, not as internal. */
+function passesThrough(err: unknown): boolean {
+  return err instanceof ConnectError && (err.code === Code.ResourceExhausted || err.code === Code.FailedPrecondition);
+}
+
 /** MakeDir (§6.2): already_exists for a directory, invalid_argument for a non-directory, else create with parents. */
 export async function makeDir(path: string, user: User, names: NameLookup): Promise<EntryInfo> {
   try {
@@ -27,7 +32,7 @@ export async function makeDir(path: string, user: User, names: NameLookup): Prom
   try {
     await ensureDirs(path, user.uid, user.gid);
   } catch (err) {
-    if (err instanceof ConnectError && err.code === Code.ResourceExhausted) throw err;
+    if (passesThrough(err)) throw err;
     throw internal("error creating directory", err);
   }
   return entryInfo(path, names);
@@ -58,7 +63,7 @@ export async function move(source: string, destination: string, user: User, name
   try {
     dirFd = await ensureDirsOpen(dirname(destination), user.uid, user.gid);
   } catch (err) {
-    if (err instanceof ConnectError && err.code === Code.ResourceExhausted) throw err;
+    if (passesThrough(err)) throw err;
     throw internal("error creating destination directory", err);
   }
   const renameAt = addonExtra("renameAt");
