@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -17,11 +17,14 @@ let d: Daemon;
 let work: { path: string; cleanup(): void };
 let fs: ReturnType<typeof clients>["fs"]["json"];
 const user = { headers: basicAuth("user") };
+/** The sandbox user's uid (1001 on the test host; whatever useradd gave it elsewhere). */
+const USER = Number(execFileSync("id", ["-u", "user"], { encoding: "utf8" }).trim());
 
 before(async () => {
   d = await startDaemon();
   fs = clients(d.url).fs.json;
   work = await tempDir("sec-edges");
+  chownSync(work.path, USER, USER);
 });
 
 after(async () => {
@@ -103,12 +106,12 @@ test("MakeDir and Move still follow links in directories that already exist, as 
   symlinkSync(join(dir, "real"), join(dir, "via"));
   const made = await fs.makeDir({ path: join(dir, "via", "new", "deeper") }, user);
   assert.equal(made.entry?.path, join(dir, "via", "new", "deeper"));
-  assert.equal(statSync(join(dir, "real", "new", "deeper")).uid, 1001);
-  assert.equal(statSync(join(dir, "real", "new")).uid, 1001);
+  assert.equal(statSync(join(dir, "real", "new", "deeper")).uid, USER);
+  assert.equal(statSync(join(dir, "real", "new")).uid, USER);
   writeFileSync(join(dir, "src"), "moved");
   await fs.move({ source: join(dir, "src"), destination: join(dir, "via", "other", "dst") }, user);
   assert.equal(readFileSync(join(dir, "real", "other", "dst"), "utf8"), "moved");
-  assert.equal(statSync(join(dir, "real", "other")).uid, 1001);
+  assert.equal(statSync(join(dir, "real", "other")).uid, USER);
   await rejectsWith(fs.move({ source: join(dir, "real"), destination: "/" }, user), Code.InvalidArgument, /does not name/);
   await rejectsWith(fs.move({ source: join(dir, "nope"), destination: join(dir, "x") }, user), Code.NotFound, /source file not found: rename .*nope .*x: no such file or directory/);
   rmSync(dir, { recursive: true, force: true });

@@ -3,14 +3,15 @@
 // Root's files must come out unchanged (content, owner, mode), whatever the request answered.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { basicAuth, clients, tempDir } from "./helpers/clients.js";
 
-const USER = 1001;
+/** The sandbox user's uid (1001 on the test host; whatever useradd gave it elsewhere). */
+const USER = Number(execFileSync("id", ["-u", "user"], { encoding: "utf8" }).trim());
 const ROUND_MS = 2500;
 
 let d: Daemon;
@@ -24,6 +25,7 @@ before(async () => {
   d = await startDaemon();
   fs = clients(d.url).fs.json;
   work = await tempDir("sec-tree");
+  chownSync(work.path, USER, USER);
 });
 
 /** A new directory of root's, 0700, with a 0644 file: what the racing user must never reach. */
@@ -55,15 +57,24 @@ function snapshot(): string {
 /**
  * Runs as `user`, in a tight loop until killed. "replace": each directory in `paths` (a chain,
  * each inside the one before) that envd has just made and not yet handed to the user (still
- * root's) is removed and a link to `target` put in its place. "flip": a link to `target` at
+ * root's) is removed and a link to `target` put in its place; with `rounds`, the paths are
+ * relative to the newest directory r<n> in it. "flip": a link to `target` at
  * paths[0] is made and removed again and again. Adds a byte to `status` every 100 loops (so a
  * test knows it raced at all).
  */
 const RACER = `
 const fs = require("node:fs");
-const { mode, paths, target, status } = JSON.parse(process.argv[1]);
+const { mode, target, status, rounds } = JSON.parse(process.argv[1]);
+let { paths } = JSON.parse(process.argv[1]);
 for (let loops = 1; ; loops++) {
   if (loops % 100 === 1) fs.appendFileSync(status, ".");
+  if (rounds) {
+    // Relative paths, under the newest round directory: a link planted late lands in an old one.
+    let newest = -1;
+    try { for (const n of fs.readdirSync(rounds)) if (/^r\\d+$/.test(n)) newest = Math.max(newest, Number(n.slice(1))); } catch {}
+    if (newest < 0) continue;
+    paths = JSON.parse(process.argv[1]).paths.map((p) => rounds + "/r" + newest + "/" + p);
+  }
   if (mode === "flip") {
     try { fs.symlinkSync(target, paths[0]); } catch {}
     try { fs.unlinkSync(paths[0]); } catch {}
@@ -102,9 +113,9 @@ function plantFlip(base: string): string {
 /** Where a racer counts its loops (one byte per hundred). */
 const statusFile = () => join(work.path, "racer-status");
 
-function startRacer(mode: "replace" | "flip", paths: string[], target: string): ChildProcess {
+function startRacer(mode: "replace" | "flip", paths: string[], target: string, rounds?: string): ChildProcess {
   rmSync(statusFile(), { force: true });
-  const r = spawn(process.execPath, ["-e", RACER, JSON.stringify({ mode, paths, target, status: statusFile() })], { uid: USER, gid: USER, stdio: "ignore", cwd: "/" });
+  const r = spawn(process.execPath, ["-e", RACER, JSON.stringify({ mode, paths, target, status: statusFile(), rounds })], { uid: USER, gid: USER, stdio: "ignore", cwd: "/" });
   racers.add(r);
   return r;
 }
@@ -303,26 +314,27 @@ test("Move into new directories raced with a link to root's directory neither ch
   freshSecret();
   const before = snapshot();
   const base = join(work.path, "mv-race");
-  const trash = join(work.path, "mv-trash");
   mkdirSync(base);
   chownSync(base, USER, USER);
-  mkdirSync(trash);
-  const parts = chain(base);
-  const racer = startRacer("replace", parts, secret);
+  // Each round in a new directory r<n>: a link the racer plants after a round has failed must not
+  // sit, already in place, on the next round's path (links in existing directories are followed).
+  const parts = chain("");
+  const racer = startRacer("replace", parts, secret, base);
   const rounds = await race(racer, async (round) => {
+    const dir = join(base, `r${round}`);
+    mkdirSync(dir);
+    chownSync(dir, USER, USER);
     const src = join(base, `src-${round}`);
     writeFileSync(src, "moved");
     try {
-      await fs.move({ source: src, destination: join(parts.at(-1)!, "moved") }, user);
+      await fs.move({ source: src, destination: join(dir, parts.at(-1)!, "moved") }, user);
     } finally {
       rmSync(src, { force: true });
-      setAside(parts[0]!, trash);
     }
   });
   assert.ok(rounds > 5, `only ${rounds} moves ran`);
   assert.equal(snapshot(), before);
   rmSync(base, { recursive: true, force: true });
-  rmSync(trash, { recursive: true, force: true });
 });
 
 test("MakeDir and Move through a dangling link planted where a directory will be made fail and touch nothing", async () => {
