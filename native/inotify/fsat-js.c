@@ -20,8 +20,7 @@ typedef struct {
   napi_deferred deferred;
   Op op;
   char *a, *b;
-  uid_t uid;
-  gid_t gid;
+  FsatUser user;
   int fd;    /* renameAt: the destination directory; makeDirs: the result (-1 unless kept) */
   int keep;  /* makeDirs: return the final directory's fd */
   int rc;
@@ -33,10 +32,10 @@ static void execute(napi_env env, void *data) {
   Job *job = data;
   switch (job->op) {
     case OP_REMOVE_TREE:
-      job->rc = fsat_remove_tree(job->a, job->b, &job->fail);
+      job->rc = fsat_remove_tree(job->a, job->b, &job->user, &job->fail);
       break;
     case OP_MAKE_DIRS:
-      job->rc = fsat_make_dirs(job->a, job->uid, job->gid, job->keep ? &job->fd : NULL, &job->fail);
+      job->rc = fsat_make_dirs(job->a, &job->user, job->keep ? &job->fd : NULL, &job->fail);
       break;
     case OP_RENAME_AT:
       job->rc = renameat(AT_FDCWD, job->a, job->fd, job->b);
@@ -78,6 +77,7 @@ static void complete(napi_env env, napi_status status, void *data) {
   }
   napi_delete_async_work(env, job->work);
   free(job->fail.path);
+  free(job->user.groups);
   free(job->a);
   free(job->b);
   free(job);
@@ -108,6 +108,27 @@ static int get_id(napi_env env, napi_value v, uint32_t *out) {
   return 1;
 }
 
+/* The request's user from (uid, gid, groups: number[]); false (nothing allocated) when malformed. */
+static int get_user(napi_env env, napi_value uid, napi_value gid, napi_value groups, FsatUser *out) {
+  uint32_t u, g, n = 0;
+  bool is_array = false;
+  if (!get_id(env, uid, &u) || !get_id(env, gid, &g)) return 0;
+  if (napi_is_array(env, groups, &is_array) != napi_ok || !is_array || napi_get_array_length(env, groups, &n) != napi_ok || n > 65536) return 0;
+  gid_t *list = calloc(n ? n : 1, sizeof *list);
+  if (!list) return 0;
+  for (uint32_t k = 0; k < n; k++) {
+    napi_value v;
+    uint32_t id;
+    if (napi_get_element(env, groups, k, &v) != napi_ok || !get_id(env, v, &id)) {
+      free(list);
+      return 0;
+    }
+    list[k] = id;
+  }
+  *out = (FsatUser){.uid = u, .gid = g, .groups = list, .ngroups = n};
+  return 1;
+}
+
 static napi_value queue(napi_env env, Job *job, const char *name) {
   napi_value promise, resource;
   if (napi_create_promise(env, &job->deferred, &promise) != napi_ok) goto fail;
@@ -116,6 +137,7 @@ static napi_value queue(napi_env env, Job *job, const char *name) {
   if (napi_queue_async_work(env, job->work) != napi_ok) goto fail;
   return promise;
 fail:
+  free(job->user.groups);
   free(job->a);
   free(job->b);
   free(job);
@@ -143,18 +165,24 @@ static Job *new_job(napi_env env, Op op, napi_value a, napi_value b) {
   return job;
 }
 
-/* removeTree(dir, name): Promise<void>; a missing entry (or dir) is success. */
+/* removeTree(dir, name, uid, gid, groups): Promise<void>; a missing entry (or dir) is success. */
 static napi_value js_remove_tree(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
+  size_t argc = 5;
+  napi_value argv[5];
+  FsatUser user;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  if (argc < 2) {
-    napi_throw_type_error(env, NULL, "removeTree(dir: string, name: string)");
+  if (argc < 5 || !get_user(env, argv[2], argv[3], argv[4], &user)) {
+    napi_throw_type_error(env, NULL, "removeTree(dir: string, name: string, uid: number, gid: number, groups: number[])");
     return NULL;
   }
   Job *job = new_job(env, OP_REMOVE_TREE, argv[0], argv[1]);
-  if (!job) return NULL;
+  if (!job) {
+    free(user.groups);
+    return NULL;
+  }
+  job->user = user;
   if (!valid_name(job->b)) {
+    free(job->user.groups);
     free(job->a);
     free(job->b);
     free(job);
@@ -164,27 +192,30 @@ static napi_value js_remove_tree(napi_env env, napi_callback_info info) {
   return queue(env, job, "envd:removeTree");
 }
 
-/* makeDirs(path, uid, gid, keepFd): Promise<number>, the final directory's fd when keepFd, else -1. */
+/* makeDirs(path, uid, gid, groups, keepFd): Promise<number>, the final directory's fd when keepFd, else -1. */
 static napi_value js_make_dirs(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
-  uint32_t uid, gid;
+  size_t argc = 5;
+  napi_value argv[5];
+  FsatUser user;
   bool keep = false;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  if (argc < 4 || !get_id(env, argv[1], &uid) || !get_id(env, argv[2], &gid) || napi_get_value_bool(env, argv[3], &keep) != napi_ok) {
-    napi_throw_type_error(env, NULL, "makeDirs(path: string, uid: number, gid: number, keepFd: boolean) with ids in 0..2^32-2");
+  if (argc < 5 || napi_get_value_bool(env, argv[4], &keep) != napi_ok || !get_user(env, argv[1], argv[2], argv[3], &user)) {
+    napi_throw_type_error(env, NULL, "makeDirs(path: string, uid: number, gid: number, groups: number[], keepFd: boolean) with ids in 0..2^32-2");
     return NULL;
   }
   Job *job = new_job(env, OP_MAKE_DIRS, argv[0], NULL);
-  if (!job) return NULL;
+  if (!job) {
+    free(user.groups);
+    return NULL;
+  }
+  job->user = user;
   if (job->a[0] != '/') {
+    free(job->user.groups);
     free(job->a);
     free(job);
     napi_throw_type_error(env, NULL, "makeDirs: path must be absolute");
     return NULL;
   }
-  job->uid = uid;
-  job->gid = gid;
   job->keep = keep;
   return queue(env, job, "envd:makeDirs");
 }

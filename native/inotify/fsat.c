@@ -130,11 +130,16 @@ static int read_batch(Frame *f) {
   return err ? -err : 0;
 }
 
-int fsat_remove_tree(const char *dir_path, const char *name, FsatFailure *fail) {
-  int root = open(dir_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+int fsat_remove_tree(const char *dir_path, const char *name, const FsatUser *user, FsatFailure *fail) {
+  FsatWalk w;
+  int root = fsat_walk(dir_path, &w, NULL);
   if (root < 0) {
     if (errno == ENOENT) return 0; /* a missing path is success */
     return fail_at(fail, errno, "open", dir_path, NULL, -1, NULL);
+  }
+  if (w.tainted && !fsat_may_write(root, user)) {
+    close(root);
+    return fail_at(fail, EACCES, "walk", dir_path, NULL, -1, NULL);
   }
   Frame *stack = calloc(MAX_DEPTH + 1, sizeof *stack);
   if (!stack) {
@@ -186,56 +191,58 @@ int fsat_remove_tree(const char *dir_path, const char *name, FsatFailure *fail) 
 }
 
 /* A directory we just made, opened without following a link and chowned through the handle. */
-static int own_new_dir(int parent, const char *name, int created, uid_t uid, gid_t gid) {
+static int own_new_dir(int parent, const char *name, int created, const FsatUser *user) {
   int fd = openat(parent, name, DIR_FLAGS);
   if (fd < 0) return -1;
   struct stat st;
   /* Only a directory that is still root's (ours) is handed over: one a racer put in its place
      is either theirs already or a directory of someone else's, which stays as it is. */
-  if (created && fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_uid != uid || st.st_gid != gid)) {
-    (void)!fchown(fd, uid, gid); /* best effort, as the reference */
+  if (created && fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_uid != user->uid || st.st_gid != user->gid)) {
+    (void)!fchown(fd, user->uid, user->gid); /* best effort, as the reference */
   }
   return fd;
 }
 
-int fsat_make_dirs(const char *path, uid_t uid, gid_t gid, int *fd_out, FsatFailure *fail) {
-  size_t len = strlen(path), plen = 0;
-  char *copy = strdup(path), *prefix = malloc(len + 2);
+int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFailure *fail) {
+  FsatWalk w;
+  const char *rest = "";
+  int cur = fsat_walk(path, &w, &rest), rc = 0;
+  if (cur < 0) {
+    int err = errno;
+    char *at = strndup(path, w.failed_at);
+    rc = fail_at(fail, err, "openat", at ? at : path, NULL, -1, NULL);
+    free(at);
+    return rc;
+  }
+  size_t plen = (size_t)(rest - path);
+  while (plen > 0 && path[plen - 1] == '/') plen--;
+  char *copy = strdup(rest), *prefix = malloc(strlen(path) + 2);
   if (!copy || !prefix) {
     free(copy);
     free(prefix);
+    close(cur);
     return fail_at(fail, ENOMEM, "strdup", path, NULL, -1, NULL);
   }
-  prefix[0] = '\0';
-  int cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), creating = 0, rc = 0;
-  if (cur < 0) rc = fail_at(fail, errno, "open", "/", NULL, -1, NULL);
+  memcpy(prefix, path, plen);
+  prefix[plen] = '\0';
+  /* Existing directories are taken as the request names them, links included; past another
+     user's link, only where the request's user could create (or, for a kept fd, rename) too. */
+  if (w.tainted && (*rest || fd_out) && !fsat_may_write(cur, user)) rc = fail_at(fail, EACCES, "walk", prefix, NULL, -1, NULL);
   char *save = NULL;
   for (char *part = strtok_r(copy, "/", &save); rc == 0 && part; part = strtok_r(NULL, "/", &save)) {
     size_t n = strlen(part);
     prefix[plen++] = '/';
     memcpy(prefix + plen, part, n + 1);
     plen += n;
-    int next = -1;
-    if (!creating) {
-      /* Existing directories are taken as the request names them, links included. */
-      next = openat(cur, part, O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (next < 0 && errno != ENOENT) {
-        rc = fail_at(fail, errno, "openat", prefix, NULL, -1, NULL);
-        break;
-      }
-      creating = next < 0;
+    int created = mkdirat(cur, part, 0755) == 0;
+    if (!created && errno != EEXIST) {
+      rc = fail_at(fail, errno, "mkdirat", prefix, NULL, -1, NULL);
+      break;
     }
-    if (creating) {
-      int created = mkdirat(cur, part, 0755) == 0;
-      if (!created && errno != EEXIST) {
-        rc = fail_at(fail, errno, "mkdirat", prefix, NULL, -1, NULL);
-        break;
-      }
-      next = own_new_dir(cur, part, created, uid, gid);
-      if (next < 0) {
-        rc = fail_at(fail, errno, "openat", prefix, NULL, -1, NULL);
-        break;
-      }
+    int next = own_new_dir(cur, part, created, user);
+    if (next < 0) {
+      rc = fail_at(fail, errno, "openat", prefix, NULL, -1, NULL);
+      break;
     }
     close(cur);
     cur = next;
@@ -243,6 +250,6 @@ int fsat_make_dirs(const char *path, uid_t uid, gid_t gid, int *fd_out, FsatFail
   free(copy);
   free(prefix);
   if (rc == 0 && fd_out) *fd_out = cur;
-  else if (cur >= 0) close(cur);
+  else close(cur);
   return rc;
 }

@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -164,6 +164,54 @@ test("without the native addon, a tree removal and creating directories for a us
     if (proc.exitCode === null) proc.kill("SIGTERM");
     await exited;
     rmSync(alone, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a link the user planted to root's directory carries no MakeDir, Move, upload or Remove of theirs there; root's links and the user's own still lead", async () => {
+  const secret = mkdtempSync(join(tmpdir(), "envd-root-secret-"));
+  const dir = join(work.path, "planted-live");
+  try {
+    chmodSync(secret, 0o700);
+    writeFileSync(join(secret, "secret"), "root's data", { mode: 0o644 });
+    const list = () => readdirSync(secret).sort().join(",");
+    mkdirSync(dir);
+    chownSync(dir, USER, USER);
+    const link = join(dir, "link");
+    symlinkSync(secret, link);
+    lchownSync(link, USER, USER);
+    const denied = /a link on the way to .* leads where the user may not write/;
+    await rejectsWith(fs.makeDir({ path: join(link, "new", "deeper") }, user), Code.PermissionDenied, denied);
+    const src = join(dir, "src");
+    writeFileSync(src, "moved");
+    await rejectsWith(fs.move({ source: src, destination: join(link, "moved") }, user), Code.PermissionDenied, denied);
+    await rejectsWith(fs.remove({ path: join(link, "secret") }, user), Code.PermissionDenied, denied);
+    const up = await fetch(`${d.url}/files?${new URLSearchParams({ path: join(link, "new", "up.txt"), username: "user" })}`, {
+      method: "POST",
+      body: "uploaded",
+      headers: { "content-type": "application/octet-stream" },
+    });
+    assert.ok(up.status >= 400, `upload answered ${up.status}`);
+    assert.match(await up.text(), denied);
+    assert.equal(list(), "secret");
+    assert.equal(readFileSync(join(secret, "secret"), "utf8"), "root's data");
+    assert.equal(statSync(join(secret, "secret")).uid, 0);
+    assert.equal(statSync(secret).uid, 0);
+    // Root's request goes where the link leads, as named.
+    await fs.makeDir({ path: join(link, "byroot") }, { headers: basicAuth("root") });
+    assert.equal(statSync(join(secret, "byroot")).uid, 0);
+    // The user's own link to a directory of theirs leads there.
+    mkdirSync(join(dir, "own"));
+    chownSync(join(dir, "own"), USER, USER);
+    symlinkSync(join(dir, "own"), join(dir, "own-link"));
+    lchownSync(join(dir, "own-link"), USER, USER);
+    await fs.makeDir({ path: join(dir, "own-link", "x", "y") }, user);
+    assert.equal(statSync(join(dir, "own", "x", "y")).uid, USER);
+    await fs.move({ source: src, destination: join(dir, "own-link", "x", "moved") }, user);
+    await fs.remove({ path: join(dir, "own-link", "x") }, user);
+    assert.equal(existsSync(join(dir, "own", "x")), false);
+  } finally {
+    rmSync(secret, { recursive: true, force: true });
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -48,6 +48,11 @@ function dirsError(err: unknown): ConnectError {
       return new ConnectError(`path is a file: ${at}`, Code.InvalidArgument, undefined, undefined, err);
     case "ELOOP":
       return new ConnectError(`a symbolic link took the place of ${at} while it was being created`, Code.Internal, undefined, undefined, err);
+    case "EACCES":
+      if (e.syscall === "walk") {
+        return new ConnectError(`a link on the way to ${at} leads where the user may not write`, Code.PermissionDenied, undefined, undefined, err);
+      }
+      break;
     case "ENOSPC":
       return new ConnectError(`failed to create directory ${at}: ${e.message}`, Code.ResourceExhausted, undefined, undefined, err);
   }
@@ -95,12 +100,14 @@ async function ensureDirsWithoutAddon(dir: string, uid: number, gid: number): Pr
  * to uid:gid (envd-behaviour §2.3); existing directories are left as they are. Each new
  * directory is made in its parent's open handle, opened without following a link and chowned
  * through that handle, so a user racing the walk cannot turn the chown onto another file.
+ * Existing directories are walked as named, links included; past a link someone other than
+ * root made, directories are made only where the user (`groups`: supplementary ids) may write.
  */
-export async function ensureDirs(dir: string, uid: number, gid: number): Promise<void> {
+export async function ensureDirs(dir: string, uid: number, gid: number, groups: readonly number[] = [gid]): Promise<void> {
   const makeDirs = addonExtra("makeDirs");
   if (!makeDirs) return ensureDirsWithoutAddon(normalize(dir), uid, gid);
   try {
-    await makeDirs(normalize(dir), uid, gid, false);
+    await makeDirs(normalize(dir), uid, gid, groups, false);
   } catch (err) {
     throw dirsError(err);
   }
@@ -110,14 +117,14 @@ export async function ensureDirs(dir: string, uid: number, gid: number): Promise
  * ensureDirs, then an fd of `dir` (the caller closes it): what a later step names its entries
  * in, so that `dir` cannot be swapped for a link between the two. -1 without the addon.
  */
-export async function ensureDirsOpen(dir: string, uid: number, gid: number): Promise<number> {
+export async function ensureDirsOpen(dir: string, uid: number, gid: number, groups: readonly number[] = [gid]): Promise<number> {
   const makeDirs = addonExtra("makeDirs");
   if (!makeDirs) {
     await ensureDirsWithoutAddon(normalize(dir), uid, gid);
     return -1;
   }
   try {
-    return await makeDirs(normalize(dir), uid, gid, true);
+    return await makeDirs(normalize(dir), uid, gid, groups, true);
   } catch (err) {
     throw dirsError(err);
   }

@@ -14,9 +14,10 @@ function internal(message: string, err: unknown): ConnectError {
   return fsError(message, err);
 }
 
-/** A full disk, or no addon to create directories safely with: said as such, not as internal. */
+/** A full disk, no addon to create directories safely with, or a link leading where the user may not write: said as such, not as internal. */
 function passesThrough(err: unknown): boolean {
-  return err instanceof ConnectError && (err.code === Code.ResourceExhausted || err.code === Code.FailedPrecondition);
+  const passing = [Code.ResourceExhausted, Code.FailedPrecondition, Code.PermissionDenied];
+  return err instanceof ConnectError && passing.includes(err.code);
 }
 
 /** MakeDir (§6.2): already_exists for a directory, invalid_argument for a non-directory, else create with parents. */
@@ -30,7 +31,7 @@ export async function makeDir(path: string, user: User, names: NameLookup): Prom
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw internal("error getting file info", err);
   }
   try {
-    await ensureDirs(path, user.uid, user.gid);
+    await ensureDirs(path, user.uid, user.gid, user.groups);
   } catch (err) {
     if (passesThrough(err)) throw err;
     throw internal("error creating directory", err);
@@ -61,7 +62,7 @@ export async function move(source: string, destination: string, user: User, name
   }
   let dirFd: number;
   try {
-    dirFd = await ensureDirsOpen(dirname(destination), user.uid, user.gid);
+    dirFd = await ensureDirsOpen(dirname(destination), user.uid, user.gid, user.groups);
   } catch (err) {
     if (passesThrough(err)) throw err;
     throw internal("error creating destination directory", err);
@@ -117,9 +118,10 @@ async function removeWithoutAddon(path: string): Promise<void> {
  * than resolved to the home directory and deleted (reference quirk §12.4, deliberately not kept).
  * The last component is never followed (a link is removed, not its target) and a tree is
  * removed relative to open directory handles, so a user swapping a directory in it for a link
- * cannot make envd delete what the link points at.
+ * cannot make envd delete what the link points at; a link another user made on the way to it
+ * leads only where the request's user may write.
  */
-export async function remove(requested: string, resolved: string): Promise<void> {
+export async function remove(requested: string, resolved: string, user: User): Promise<void> {
   if (requested === "") throw new ConnectError("path is required: refusing to remove the home directory", Code.InvalidArgument);
   const { dir, name } = splitEntry(resolved);
   if (!isEntryName(name)) {
@@ -127,10 +129,14 @@ export async function remove(requested: string, resolved: string): Promise<void>
   }
   const removeTree = addonExtra("removeTree");
   try {
-    if (removeTree) await removeTree(dir, name);
+    if (removeTree) await removeTree(dir, name, user.uid, user.gid, user.groups);
     else await removeWithoutAddon(`${dir === "/" ? "" : dir}/${name}`);
   } catch (err) {
     if (err instanceof ConnectError) throw err;
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === "EACCES" && e.syscall === "walk") {
+      throw new ConnectError(`error removing file or directory: a link on the way to ${dir} leads where the user may not write`, Code.PermissionDenied, undefined, undefined, err);
+    }
     throw internal("error removing file or directory", err);
   }
 }
