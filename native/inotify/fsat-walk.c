@@ -109,3 +109,13 @@ int fsat_may_write(int dir, const FsatUser *user) {
   }
   return (st.st_mode & need) == need;
 }
+
+int fsat_may_unlink(int dir, const char *name, const FsatUser *user) {
+  if (user->uid == 0) return 1;
+  struct stat d, e;
+  if (fstat(dir, &d) != 0) return 0;
+  if (!(d.st_mode & S_ISVTX) || d.st_uid == user->uid) return 1;
+  /* A sticky directory (/tmp): only the entry's owner may remove it. A missing entry is fine. */
+  if (fstatat(dir, name, &e, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
+  return e.st_uid == user->uid;
+}

@@ -137,7 +137,7 @@ int fsat_remove_tree(const char *dir_path, const char *name, const FsatUser *use
     if (errno == ENOENT) return 0; /* a missing path is success */
     return fail_at(fail, errno, "open", dir_path, NULL, -1, NULL);
   }
-  if (w.tainted && !fsat_may_write(root, user)) {
+  if (w.tainted && (!fsat_may_write(root, user) || !fsat_may_unlink(root, name, user))) {
     close(root);
     return fail_at(fail, EACCES, "walk", dir_path, NULL, -1, NULL);
   }

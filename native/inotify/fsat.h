@@ -39,6 +39,9 @@ int fsat_walk(const char *path, FsatWalk *w, const char **rest);
 /* Whether `user` may add and remove entries in the directory `dir` (write and search bits; root may). */
 int fsat_may_write(int dir, const FsatUser *user);
 
+/* Whether `user` may remove the entry `name` of `dir` as far as a sticky bit goes (root may). */
+int fsat_may_unlink(int dir, const char *name, const FsatUser *user);
+
 /*
  * Removes `name` inside the directory `dir_path` and, when it is a directory, everything below
  * it, relative to open directory handles and never through a symbolic link. 0, or -1 with *fail.

@@ -194,9 +194,23 @@ test("a link the user planted to root's directory carries no MakeDir, Move, uplo
     assert.ok(up.status >= 400, `upload answered ${up.status}`);
     assert.match(await up.text(), denied);
     assert.equal(list(), "secret");
+    assert.equal(statSync(secret).mode & 0o777, 0o700);
     assert.equal(readFileSync(join(secret, "secret"), "utf8"), "root's data");
     assert.equal(statSync(join(secret, "secret")).uid, 0);
     assert.equal(statSync(secret).uid, 0);
+    // A sticky directory the user may write: only the user's own entries may be removed there.
+    const sticky = join(secret, "sticky");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    chmodSync(secret, 0o755);
+    writeFileSync(join(sticky, "roots"), "r");
+    writeFileSync(join(sticky, "users"), "u");
+    chownSync(join(sticky, "users"), USER, USER);
+    symlinkSync(sticky, join(dir, "to-sticky"));
+    lchownSync(join(dir, "to-sticky"), USER, USER);
+    await rejectsWith(fs.remove({ path: join(dir, "to-sticky", "roots") }, user), Code.PermissionDenied, denied);
+    await fs.remove({ path: join(dir, "to-sticky", "users") }, user);
+    assert.deepEqual(readdirSync(sticky), ["roots"]);
     // Root's request goes where the link leads, as named.
     await fs.makeDir({ path: join(link, "byroot") }, { headers: basicAuth("root") });
     assert.equal(statSync(join(secret, "byroot")).uid, 0);
