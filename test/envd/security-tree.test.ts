@@ -66,8 +66,11 @@ const RACER = `
 const fs = require("node:fs");
 const { mode, target, status, rounds } = JSON.parse(process.argv[1]);
 let { paths } = JSON.parse(process.argv[1]);
+const parent = process.ppid, deadline = Date.now() + 60000;
 for (let loops = 1; ; loops++) {
   if (loops % 100 === 1) fs.appendFileSync(status, ".");
+  // Never outlives the test: not if the test process is killed, not past a minute.
+  if (loops % 100 === 1 && (process.ppid !== parent || Date.now() > deadline)) process.exit(0);
   if (rounds) {
     // Relative paths, under the newest round directory: a link planted late lands in an old one.
     let newest = -1;
