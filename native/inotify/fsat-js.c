@@ -19,7 +19,7 @@ typedef struct {
   napi_async_work work;
   napi_deferred deferred;
   Op op;
-  char *a, *b;
+  char *a, *b, *c;
   FsatUser user;
   int fd;    /* renameAt: the destination directory; makeDirs: the result (-1 unless kept) */
   int keep;  /* makeDirs: return the final directory's fd */
@@ -38,8 +38,7 @@ static void execute(napi_env env, void *data) {
       job->rc = fsat_make_dirs(job->a, &job->user, job->keep ? &job->fd : NULL, &job->fail);
       break;
     case OP_RENAME_AT:
-      job->rc = renameat(AT_FDCWD, job->a, job->fd, job->b);
-      if (job->rc != 0) job->fail = (FsatFailure){.err = errno, .syscall = "renameat", .path = strdup(job->a)};
+      job->rc = fsat_rename_from(job->a, job->c, job->fd, job->b, &job->user, &job->fail);
       break;
   }
 }
@@ -80,6 +79,7 @@ static void complete(napi_env env, napi_status status, void *data) {
   free(job->user.groups);
   free(job->a);
   free(job->b);
+  free(job->c);
   free(job);
 }
 
@@ -140,6 +140,7 @@ fail:
   free(job->user.groups);
   free(job->a);
   free(job->b);
+  free(job->c);
   free(job);
   napi_throw_error(env, NULL, "could not queue filesystem work");
   return NULL;
@@ -220,23 +221,31 @@ static napi_value js_make_dirs(napi_env env, napi_callback_info info) {
   return queue(env, job, "envd:makeDirs");
 }
 
-/* renameAt(source, dirFd, name): Promise<void>; rename(2) of source to `name` inside the open directory. */
+/* renameAt(sourceDir, sourceName, dirFd, name, uid, gid, groups): Promise<void>; rename(2) into the open directory. */
 static napi_value js_rename_at(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 7;
+  napi_value argv[7];
   int32_t fd = -1;
+  FsatUser user;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  if (argc < 3 || napi_get_value_int32(env, argv[1], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "renameAt(source: string, dirFd: number, name: string)");
+  if (argc < 7 || napi_get_value_int32(env, argv[2], &fd) != napi_ok || fd < 0 || !get_user(env, argv[4], argv[5], argv[6], &user)) {
+    napi_throw_type_error(env, NULL, "renameAt(sourceDir: string, sourceName: string, dirFd: number, name: string, uid: number, gid: number, groups: number[])");
     return NULL;
   }
-  Job *job = new_job(env, OP_RENAME_AT, argv[0], argv[2]);
-  if (!job) return NULL;
-  if (!valid_name(job->b)) {
+  Job *job = new_job(env, OP_RENAME_AT, argv[0], argv[3]);
+  if (!job) {
+    free(user.groups);
+    return NULL;
+  }
+  job->user = user;
+  job->c = get_string(env, argv[1]);
+  if (!valid_name(job->b) || !valid_name(job->c)) {
+    free(job->user.groups);
     free(job->a);
     free(job->b);
+    free(job->c);
     free(job);
-    napi_throw_type_error(env, NULL, "renameAt: name must be one entry name (no '/', not '.' or '..')");
+    napi_throw_type_error(env, NULL, "renameAt: names must be one entry name each (no '/', not '.' or '..')");
     return NULL;
   }
   job->fd = fd;

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -252,4 +253,17 @@ int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFail
   if (rc == 0 && fd_out) *fd_out = cur;
   else close(cur);
   return rc;
+}
+
+int fsat_rename_from(const char *src_dir, const char *src_name, int dst_dir, const char *dst_name, const FsatUser *user, FsatFailure *fail) {
+  FsatWalk w;
+  int src = fsat_walk(src_dir, &w, NULL);
+  if (src < 0) return fail_at(fail, errno, "rename", src_dir, NULL, -1, src_name);
+  if (w.tainted && (!fsat_may_write(src, user) || !fsat_may_unlink(src, src_name, user))) {
+    close(src);
+    return fail_at(fail, EACCES, "walk", src_dir, NULL, -1, NULL);
+  }
+  int rc = renameat(src, src_name, dst_dir, dst_name), err = errno;
+  close(src);
+  return rc == 0 ? 0 : fail_at(fail, err, "rename", src_dir, NULL, -1, src_name);
 }

@@ -56,6 +56,13 @@ int fsat_remove_tree(const char *dir_path, const char *name, const FsatUser *use
  */
 int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFailure *fail);
 
+/*
+ * rename(2) of the entry `src_name` of the directory `src_dir` to `dst_name` in the open
+ * directory `dst_dir`. A `src_dir` reached through another user's link must be one `user` may
+ * write (and, if sticky, the entry theirs). 0, or -1 with *fail.
+ */
+int fsat_rename_from(const char *src_dir, const char *src_name, int dst_dir, const char *dst_name, const FsatUser *user, FsatFailure *fail);
+
 void register_fsat(napi_env env, napi_value exports);
 
 #endif

@@ -186,6 +186,8 @@ test("a link the user planted to root's directory carries no MakeDir, Move, uplo
     writeFileSync(src, "moved");
     await rejectsWith(fs.move({ source: src, destination: join(link, "moved") }, user), Code.PermissionDenied, denied);
     await rejectsWith(fs.remove({ path: join(link, "secret") }, user), Code.PermissionDenied, denied);
+    await rejectsWith(fs.move({ source: join(link, "secret"), destination: join(dir, "taken") }, user), Code.PermissionDenied, denied);
+    assert.equal(existsSync(join(dir, "taken")), false);
     const up = await fetch(`${d.url}/files?${new URLSearchParams({ path: join(link, "new", "up.txt"), username: "user" })}`, {
       method: "POST",
       body: "uploaded",

@@ -53,7 +53,8 @@ function isEntryName(name: string): boolean {
 /**
  * Move (§6.3): one rename(2) after creating the destination's parents; missing source → not_found.
  * The rename names the destination inside the parent directory's handle that the creation
- * walk opened, so a directory it just made cannot be swapped for a link before the rename.
+ * walk opened, so a directory it just made cannot be swapped for a link before the rename; past
+ * another user's link, source and destination directories must be ones the user may write.
  */
 export async function move(source: string, destination: string, user: User, names: NameLookup): Promise<EntryInfo> {
   const target = splitEntry(destination);
@@ -69,8 +70,10 @@ export async function move(source: string, destination: string, user: User, name
   }
   const renameAt = addonExtra("renameAt");
   try {
-    if (dirFd >= 0 && renameAt) {
-      await renameAt(source, dirFd, target.name).catch((err: unknown) => {
+    const from = splitEntry(source);
+    if (dirFd >= 0 && renameAt && isEntryName(from.name)) {
+      await renameAt(from.dir, from.name, dirFd, target.name, user.uid, user.gid, user.groups).catch((err: unknown) => {
+        if ((err as NodeJS.ErrnoException).syscall === "walk") throw err;
         throw Object.assign(err as object, { syscall: "rename", path: source, dest: destination });
       });
     }
@@ -79,6 +82,9 @@ export async function move(source: string, destination: string, user: User, name
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT") {
       throw new ConnectError(`source file not found: ${goError(err)}`, Code.NotFound, undefined, undefined, err);
+    }
+    if (code === "EACCES" && (err as NodeJS.ErrnoException).syscall === "walk") {
+      throw new ConnectError(`error renaming: a link on the way to ${(err as NodeJS.ErrnoException).path} leads where the user may not write`, Code.PermissionDenied, undefined, undefined, err);
     }
     throw internal("error renaming", err);
   } finally {

@@ -62,8 +62,12 @@ export interface AddonExtras {
    * `keepFd` (the caller closes it), else -1; rejects like removeTree.
    */
   makeDirs(path: string, uid: number, gid: number, groups: readonly number[], keepFd: boolean): Promise<number>;
-  /** rename(2) of `source` to the entry `name` of the open directory `dirFd`, on a worker thread. */
-  renameAt(source: string, dirFd: number, name: string): Promise<void>;
+  /**
+   * rename(2) of the entry `sourceName` of `sourceDir` to the entry `name` of the open directory
+   * `dirFd`, on a worker thread. `sourceDir` is walked like removeTree's `dir`: past another
+   * user's link it must be one the user may write (and, if sticky, the entry theirs), else EACCES.
+   */
+  renameAt(sourceDir: string, sourceName: string, dirFd: number, name: string, uid: number, gid: number, groups: readonly number[]): Promise<void>;
 }
 
 const found = new Map<keyof AddonExtras, unknown>();
