@@ -14,6 +14,7 @@
 #include <uv.h>
 #include "spawn.h"
 #include "asuser.h"
+#include "fsat.h"
 #include <sys/inotify.h>
 #include <errno.h>
 #include <stdio.h>
@@ -451,6 +452,7 @@ static napi_value init(napi_env env, napi_value exports) {
   set_fn(env, exports, "base64Decode", js_base64_decode);
   register_spawn(env, exports);
   register_asuser(env, exports);
+  register_fsat(env, exports);
   napi_create_object(env, &c);
   set_u32(env, c, "IN_ACCESS", IN_ACCESS);
   set_u32(env, c, "IN_MODIFY", IN_MODIFY);

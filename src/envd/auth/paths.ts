@@ -1,7 +1,8 @@
-import { mkdir, chown, stat } from "node:fs/promises";
+import { mkdir, stat } from "node:fs/promises";
 import { isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { User } from "./users.js";
+import { addonExtra } from "../system/addon.js";
 
 /** Longest path we accept (Linux PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;
@@ -37,41 +38,94 @@ export function validatePath(path: string): void {
   }
 }
 
+/** The request failed because a directory could not be made: the error the RPCs and /files wrap. */
+function dirsError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  const e = err as NodeJS.ErrnoException;
+  const at = e.path ?? "";
+  switch (e.code) {
+    case "ENOTDIR":
+      return new ConnectError(`path is a file: ${at}`, Code.InvalidArgument, undefined, undefined, err);
+    case "ELOOP":
+      return new ConnectError(`a symbolic link took the place of ${at} while it was being created`, Code.Internal, undefined, undefined, err);
+    case "EACCES":
+      if (e.syscall === "walk") {
+        return new ConnectError(`a link on the way to ${at} leads where the user may not write`, Code.PermissionDenied, undefined, undefined, err);
+      }
+      break;
+    case "ENOSPC":
+      return new ConnectError(`failed to create directory ${at}: ${e.message}`, Code.ResourceExhausted, undefined, undefined, err);
+  }
+  if (e.syscall === "mkdirat") return new ConnectError(`failed to create directory ${at}: ${e.message}`, Code.Internal, undefined, undefined, err);
+  return new ConnectError(`failed to stat directory: ${e.message}`, Code.Internal, undefined, undefined, err);
+}
+
 /**
- * Creates every missing directory from the top down to `dir` (inclusive), mode 0755,
- * chowned to uid:gid (envd-behaviour §2.3). Existing directories are left as they are.
+ * Without the addon: nothing needs creating (every component is a directory already), or the
+ * directories are root's own (nothing to chown, so no chown to redirect). Creating directories
+ * for another user by path could be redirected through a link, so that is refused.
  */
-export async function ensureDirs(dir: string, uid: number, gid: number): Promise<void> {
-  const parts = normalize(dir).split(sep).filter(Boolean);
-  let current = "";
-  for (const part of parts) {
-    current += sep + part;
-    let st;
-    try {
-      st = await stat(current);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-        throw new ConnectError(`failed to stat directory: ${(err as Error).message}`, Code.Internal, undefined, undefined, err);
+async function ensureDirsWithoutAddon(dir: string, uid: number, gid: number): Promise<void> {
+  try {
+    const st = await stat(dir);
+    if (st.isDirectory()) return;
+    throw Object.assign(new Error("not a directory"), { code: "ENOTDIR", path: dir });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ENOENT" && code !== "ENOTDIR") throw dirsError(err);
+    if (code === "ENOTDIR") {
+      // Which component is the file: the first one that is not a directory.
+      let current = "";
+      for (const part of dir.split(sep).filter(Boolean)) {
+        current += sep + part;
+        const st = await stat(current).catch(() => undefined);
+        if (st && !st.isDirectory()) throw dirsError(Object.assign(new Error("not a directory"), { code: "ENOTDIR", path: current }));
       }
+      throw dirsError(err);
     }
-    if (st) {
-      if (!st.isDirectory()) throw new ConnectError(`path is a file: ${current}`, Code.InvalidArgument);
-      continue;
-    }
-    try {
-      await mkdir(current, { mode: 0o755 });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== "EEXIST") {
-        throw new ConnectError(
-          `failed to create directory ${current}: ${(err as Error).message}`,
-          code === "ENOSPC" ? Code.ResourceExhausted : Code.Internal,
-          undefined,
-          undefined,
-          err,
-        );
-      }
-    }
-    await chown(current, uid, gid).catch(() => undefined);
+  }
+  if (uid !== process.geteuid?.() || gid !== process.getegid?.()) {
+    throw new ConnectError(
+      "creating directories for a user needs envd's native addon (native/inotify), which is not loaded",
+      Code.FailedPrecondition,
+    );
+  }
+  await mkdir(dir, { recursive: true, mode: 0o755 }).catch((err: unknown) => {
+    throw dirsError(Object.assign(err as object, { syscall: "mkdirat" }));
+  });
+}
+
+/**
+ * Creates every missing directory from the top down to `dir` (inclusive), mode 0755, chowned
+ * to uid:gid (envd-behaviour §2.3); existing directories are left as they are. Each new
+ * directory is made in its parent's open handle, opened without following a link and chowned
+ * through that handle, so a user racing the walk cannot turn the chown onto another file.
+ * Existing directories are walked as named, links included; past a link someone other than
+ * root made, directories are made only where the user (`groups`: supplementary ids) may write.
+ */
+export async function ensureDirs(dir: string, uid: number, gid: number, groups: readonly number[] = [gid]): Promise<void> {
+  const makeDirs = addonExtra("makeDirs");
+  if (!makeDirs) return ensureDirsWithoutAddon(normalize(dir), uid, gid);
+  try {
+    await makeDirs(normalize(dir), uid, gid, groups, false);
+  } catch (err) {
+    throw dirsError(err);
+  }
+}
+
+/**
+ * ensureDirs, then an fd of `dir` (the caller closes it): what a later step names its entries
+ * in, so that `dir` cannot be swapped for a link between the two. -1 without the addon.
+ */
+export async function ensureDirsOpen(dir: string, uid: number, gid: number, groups: readonly number[] = [gid]): Promise<number> {
+  const makeDirs = addonExtra("makeDirs");
+  if (!makeDirs) {
+    await ensureDirsWithoutAddon(normalize(dir), uid, gid);
+    return -1;
+  }
+  try {
+    return await makeDirs(normalize(dir), uid, gid, groups, true);
+  } catch (err) {
+    throw dirsError(err);
   }
 }

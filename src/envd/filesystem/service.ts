@@ -35,8 +35,8 @@ export function createFilesystemService(deps: Deps): ServiceImpl<typeof Filesyst
       return { entries: await listDir(path, req.depth, cachedNames(deps.users)) };
     },
     async remove(req, ctx) {
-      const { path } = resolve(req.path, ctx);
-      await remove(req.path, path);
+      const { user, path } = resolve(req.path, ctx);
+      await remove(req.path, path, user);
       return {};
     },
     async *watchDir(req, ctx) {

@@ -52,6 +52,30 @@ export interface AddonExtras {
    * -errno; `at` is the length of the path prefix mkdir -p failed on.
    */
   asUser(op: number, uid: number, gid: number, groups: readonly number[], path: string, path2: string, flags: number, mode: number): Promise<[number, number]>;
+  /**
+   * Removes the entry `name` of directory `dir` and, if it is a directory, its whole tree, on a
+   * worker thread, relative to open directory handles and never through a symbolic link
+   * (native/inotify/fsat.c). Links on the way to `dir` are read and walked, not left to the
+   * kernel: past a link someone other than root made, `dir` must be one the user (uid, gid,
+   * groups) may write, else EACCES. A missing entry is success; rejects with an Error coded
+   * with the errno name, carrying `syscall` and `path`.
+   */
+  removeTree(dir: string, name: string, uid: number, gid: number, groups: readonly number[]): Promise<void>;
+  /**
+   * Creates the missing directories of the absolute `path` on a worker thread: each with
+   * mkdirat in its parent's handle, opened without following a link and chowned to uid:gid
+   * through that handle. Existing components are walked as named, links read and followed; past
+   * a link someone other than root made, creating (or keeping an fd to rename into) needs the
+   * user's write permission there, else EACCES. Resolves with an fd of the final directory when
+   * `keepFd` (the caller closes it), else -1; rejects like removeTree.
+   */
+  makeDirs(path: string, uid: number, gid: number, groups: readonly number[], keepFd: boolean): Promise<number>;
+  /**
+   * rename(2) of the entry `sourceName` of `sourceDir` to the entry `name` of the open directory
+   * `dirFd`, on a worker thread. `sourceDir` is walked like removeTree's `dir`: past another
+   * user's link it must be one the user may write (and, if sticky, the entry theirs), else EACCES.
+   */
+  renameAt(sourceDir: string, sourceName: string, dirFd: number, name: string, uid: number, gid: number, groups: readonly number[]): Promise<void>;
 }
 
 const found = new Map<keyof AddonExtras, unknown>();
