@@ -9,6 +9,7 @@ import { createFastUnary, type ServiceEntry } from "./fast-unary.js";
 import { createFastStream } from "./fast-stream.js";
 import { flushedKey, serviceWithFrames, type DirectStreams, type FrameEncoder, type FramedMethod } from "./framed-stream.js";
 import { legacyInterceptor } from "./legacy.js";
+import { checkAuthority, guarded, parseTarget } from "./guard.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
 import type { Deps } from "../deps.js";
@@ -96,7 +97,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
       );
     });
     if (applyCors(req, res)) return;
-    const url = new URL(req.url ?? "/", "http://envd");
+    const url = parseTarget(req.url);
     const candidates = table.get(url.pathname);
     const route = candidates?.find((r) => r.method === req.method);
     if (!gate(req, route, deps)) {
@@ -121,21 +122,24 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     releaseUnreadBody(req, res);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
     if (fastUnary(req, res) || fastStream(req, res)) return;
+    checkAuthority(req);
     failWritesOnClose(res);
     connect(req, res);
   };
 
+  // Every entry into the handling is guarded: whatever a request makes it throw ends that
+  // request (400 or 500), never the daemon.
   return (req, res) => {
     const started = process.hrtime.bigint();
     const path = pathOf(req);
-    if (!ADMITTED.has(path)) return handle(req, res, started);
+    if (!ADMITTED.has(path)) return guarded(req, res, deps.log, () => handle(req, res, started));
     let gone = false;
     const onClose = (): void => void (gone = true);
     res.once("close", onClose);
     admit(() => {
       res.off("close", onClose);
       // A client that left while its request waited gets no process (or watch).
-      if (!gone) return handle(req, res, started);
+      if (!gone) return guarded(req, res, deps.log, () => handle(req, res, started));
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       deps.log.info({ method: req.method, path, ms: Math.round(ms * 100) / 100 }, "client left before its request was admitted");
     });
