@@ -10,6 +10,7 @@ import { createFastStream } from "./fast-stream.js";
 import { flushedKey, serviceWithFrames, type DirectStreams, type FrameEncoder, type FramedMethod } from "./framed-stream.js";
 import { legacyInterceptor } from "./legacy.js";
 import { checkAuthority, guarded, parseTarget } from "./guard.js";
+import { boundDrainAfterAnswer, closeStreamAfterAnswer } from "./drain.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
 import type { Deps } from "../deps.js";
@@ -23,6 +24,10 @@ type Res = ServerResponse | Http2ServerResponse;
  * that lives on (a process and its pipes; a recursive watch), and they come in bursts.
  */
 const ADMITTED = new Set(["/process.Process/Start", "/filesystem.Filesystem/WatchDir"]);
+
+/** What a daemon that must wait for /init (see SandboxState.closedUntilInit) serves meanwhile. */
+const OPEN_BEFORE_INIT = new Set(["GET /health", "POST /init"]);
+const NOT_INITIALIZED = "envd not initialized";
 
 const UNAUTHORIZED = "unauthorized access, please provide a valid access token or method signing if supported";
 
@@ -96,10 +101,19 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
         "request",
       );
     });
+    // A body left unread by the answer is drained within bounds (HTTP/1.1) or its stream reset
+    // (HTTP/2; Connect calls do that after their trailers instead, see releaseUnreadBody).
+    const keepStreamOpen = req.httpVersionMajor === 2
+      ? closeStreamAfterAnswer(req as Http2ServerRequest, res as Http2ServerResponse)
+      : (boundDrainAfterAnswer(req as IncomingMessage, res as ServerResponse), undefined);
     if (applyCors(req, res)) return;
     const url = parseTarget(req.url);
     const candidates = table.get(url.pathname);
     const route = candidates?.find((r) => r.method === req.method);
+    if (deps.state.closedUntilInit && !OPEN_BEFORE_INIT.has(`${req.method} ${url.pathname}`)) {
+      writeError(res as AnyResponse, new HttpError(401, NOT_INITIALIZED));
+      return;
+    }
     if (!gate(req, route, deps)) {
       writeError(res as AnyResponse, new HttpError(401, UNAUTHORIZED));
       return;
@@ -119,7 +133,8 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
       return;
     }
     responses.set(req, res);
-    releaseUnreadBody(req, res);
+    keepStreamOpen?.();
+    releaseUnreadBody(req);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
     if (fastUnary(req, res) || fastStream(req, res)) return;
     checkAuthority(req);
@@ -148,25 +163,18 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
 
 /**
  * connect-node abandons a body it rejects (oversize or malformed envelope) with bytes still on
- * the wire. HTTP/1.1: once answered, discard them as Node does for bodies nobody read, or the
- * keep-alive connection stalls on them. HTTP/2: after the trailers, reset the stream with
- * NO_ERROR (RFC 9113 §8.1), or its unread data holds the session's flow-control window.
+ * the wire. HTTP/1.1: the bounded drain set up for every request discards them (or closes the
+ * connection). HTTP/2: after the trailers, reset the stream with NO_ERROR (RFC 9113 §8.1), or
+ * its unread data holds the session's flow-control window.
  */
-function releaseUnreadBody(req: Req, res: Res): void {
+function releaseUnreadBody(req: Req): void {
   if (req.httpVersionMajor === 2) {
     const stream = (req as Http2ServerRequest).stream;
     // The compat layer's own listener (registered first) has just sent the trailers.
     stream.on("wantTrailers", () => {
       if (!req.complete && !stream.destroyed) setImmediate(() => stream.close(http2.constants.NGHTTP2_NO_ERROR));
     });
-    return;
   }
-  const socket = (req as IncomingMessage).socket;
-  res.once("finish", () => {
-    if (req.complete || socket.destroyed) return;
-    (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
-    socket.resume();
-  });
 }
 
 /**
