@@ -15,8 +15,9 @@ export const DRAIN_MAX_MS = 2000;
  * Node's own discard after an answer has no bound.
  */
 export function boundDrainAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
+  // Taken now: by 'finish', Node has detached the socket from the request.
+  const socket = req.socket;
   res.once("finish", () => {
-    const socket = req.socket;
     if (req.complete || socket.destroyed) return;
     let seen = 0;
     const stop = (): void => {
