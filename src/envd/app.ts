@@ -66,7 +66,7 @@ export async function startApp(config: Config, version: string): Promise<App> {
       { ...serviceEntry(Process, proc), frames: processEventFrame, direct: proc.streams },
     ],
   });
-  const server = new Server(handler);
+  const server = new Server(handler, log);
   const port = await server.listen(config.port, config.host);
   log.info({ port, version, defaultUser: config.defaultUser }, "listening");
   return {
