@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import http2, { type Http2ServerRequest } from "node:http2";
 
 /**
  * What is still read of a request body its answer did not need (a refused upload, a 401, an
@@ -47,11 +47,13 @@ export function boundDrainAfterAnswer(req: IncomingMessage, res: ServerResponse)
  * HTTP/2 plain answers: once answered, a stream whose body is still coming is reset with
  * NO_ERROR (RFC 9113 §8.1), so the client stops sending and the stream's window is let go.
  */
-export function closeStreamAfterAnswer(req: Http2ServerRequest, res: Http2ServerResponse): () => void {
+export function closeStreamAfterAnswer(req: Http2ServerRequest): () => void {
+  const stream = req.stream;
+  // The stream's own 'finish' (its answer fully sent): the compat response's 'finish' waits for
+  // the whole stream to close, which a paused, still-sending client never lets happen.
   const onFinish = (): void => {
-    const stream = req.stream;
     if (!req.complete && !stream.destroyed) setImmediate(() => stream.destroyed || stream.close(http2.constants.NGHTTP2_NO_ERROR));
   };
-  res.once("finish", onFinish);
-  return () => res.off("finish", onFinish);
+  stream.once("finish", onFinish);
+  return () => stream.off("finish", onFinish);
 }

@@ -104,7 +104,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     // A body left unread by the answer is drained within bounds (HTTP/1.1) or its stream reset
     // (HTTP/2; Connect calls do that after their trailers instead, see releaseUnreadBody).
     const keepStreamOpen = req.httpVersionMajor === 2
-      ? closeStreamAfterAnswer(req as Http2ServerRequest, res as Http2ServerResponse)
+      ? closeStreamAfterAnswer(req as Http2ServerRequest)
       : (boundDrainAfterAnswer(req as IncomingMessage, res as ServerResponse), undefined);
     if (applyCors(req, res)) return;
     const url = parseTarget(req.url);
