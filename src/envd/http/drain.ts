@@ -32,9 +32,11 @@ export function boundDrainAfterAnswer(req: IncomingMessage, res: ServerResponse)
     };
     const onData = (chunk: Buffer): void => {
       seen += chunk.length;
-      if (seen > DRAIN_MAX_BYTES) cut();
+      if (seen > DRAIN_MAX_BYTES && !req.complete) cut();
     };
-    const timer = setTimeout(cut, DRAIN_MAX_MS);
+    // The request may have completed without this listener seeing its 'end' (a body already
+    // parsed): the socket then serves the next request and must not be cut.
+    const timer = setTimeout(() => (req.complete ? stop() : cut()), DRAIN_MAX_MS);
     req.on("data", onData);
     req.once("end", stop);
     socket.once("close", stop);
