@@ -32,6 +32,7 @@ export function boundDrainAfterAnswer(req: IncomingMessage, res: ServerResponse)
     }, DRAIN_CHECK_MS);
     (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
     req.resume();
+    socket.resume();
   });
 }
 

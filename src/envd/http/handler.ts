@@ -103,7 +103,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     });
     // A body left unread by the answer is drained within bounds (HTTP/1.1) or its stream reset
     // (HTTP/2; Connect calls do that after their trailers instead, see releaseUnreadBody).
-    const keepStreamOpen = req.httpVersionMajor === 2
+    const cancelStreamReset = req.httpVersionMajor === 2
       ? closeStreamAfterAnswer(req as Http2ServerRequest)
       : (boundDrainAfterAnswer(req as IncomingMessage, res as ServerResponse), undefined);
     if (applyCors(req, res)) return;
@@ -133,7 +133,7 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
       return;
     }
     responses.set(req, res);
-    keepStreamOpen?.();
+    cancelStreamReset?.();
     releaseUnreadBody(req);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
     if (fastUnary(req, res) || fastStream(req, res)) return;
