@@ -160,3 +160,22 @@ test("a host token hash, or an unreadable record of the last token, keeps a fres
     rmSync(runDir, { recursive: true, force: true });
   }
 });
+
+test("a token whose hash cannot be recorded still closes the gate, and /init says it was not recorded", async () => {
+  const runDir = mkdtempSync(join(tmpdir(), "envd-unwritable-"));
+  const d = await startDaemon({ args: ["--run-dir", runDir] });
+  try {
+    // The state directory is replaced by a file after start: every later write fails.
+    rmSync(join(runDir, "envd"), { recursive: true, force: true });
+    writeFileSync(join(runDir, "envd"), "");
+    const init = await fetch(`${d.url}/init`, { method: "POST", body: JSON.stringify({ accessToken: "tok-unrecorded" }) });
+    assert.equal(init.status, 500);
+    assert.equal(await init.text(), "failed to record the access token state for restarts of envd");
+    assert.equal((await fetch(`${d.url}/envs`)).status, 401, "closed by the token in memory");
+    assert.equal((await fetch(`${d.url}/envs`, { headers: { "x-access-token": "tok-unrecorded" } })).status, 200);
+    assert.doesNotMatch(d.logs(), /tok-unrecorded/);
+  } finally {
+    await d.stop();
+    rmSync(runDir, { recursive: true, force: true });
+  }
+});
