@@ -1,8 +1,9 @@
+import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setMaxListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Config } from "./config.js";
+import { hostTokenHash, type Config } from "./config.js";
 import type { Deps } from "./deps.js";
 import { UserDb } from "./auth/users.js";
 import { SandboxState } from "./system/state.js";
@@ -22,6 +23,8 @@ import { initRoute } from "./system/init.js";
 import { MetricsSampler } from "./system/metrics.js";
 import { createClock } from "./system/clock.js";
 import { CaInstaller } from "./system/ca.js";
+import { TokenHashStore } from "./system/token-store.js";
+
 
 /** A running daemon: its port and how to stop it. */
 export interface App {
@@ -37,6 +40,8 @@ export async function startApp(config: Config, version: string): Promise<App> {
   const state = new SandboxState(config.defaultUser, config.defaultWorkdir);
   const deps: Deps = { config, users: new UserDb(), state, log };
   await initRunDir(config.runDir, deps);
+  const tokens = new TokenHashStore(join(config.runDir, "envd"));
+  closeUntilInit(deps, tokens);
 
   const metrics = new MetricsSampler();
   await metrics.prime().catch(() => undefined);
@@ -50,7 +55,7 @@ export async function startApp(config: Config, version: string): Promise<App> {
     shutdownSignal: shutdown.signal,
     routes: [
       ...systemRoutes(deps, metrics),
-      initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version }),
+      initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version, tokens }),
       ...filesRoutes(deps),
     ],
     services: [
@@ -61,7 +66,7 @@ export async function startApp(config: Config, version: string): Promise<App> {
       { ...serviceEntry(Process, proc), frames: processEventFrame, direct: proc.streams },
     ],
   });
-  const server = new Server(handler);
+  const server = new Server(handler, log);
   const port = await server.listen(config.port, config.host);
   log.info({ port, version, defaultUser: config.defaultUser }, "listening");
   return {
@@ -78,6 +83,27 @@ export async function startApp(config: Config, version: string): Promise<App> {
 async function closeIfAble(service: object): Promise<void> {
   const close = (service as { close?: () => Promise<void> }).close;
   if (typeof close === "function") await close.call(service);
+}
+
+/** The SHA-512 of the empty string: a host hash that authorises running without a token. */
+const NO_TOKEN_HASH = createHash("sha512").update("").digest("hex");
+
+/**
+ * Decides at start whether a token may be expected, and if so keeps every request but /health
+ * and /init out until /init succeeds: a previous run of the daemon had a token (its hash is
+ * recorded), the record cannot be read, or the host configured a token hash.
+ */
+function closeUntilInit(deps: Deps, tokens: TokenHashStore): void {
+  const prior = tokens.load();
+  const { state, log } = deps;
+  if (prior.kind === "hash") state.priorTokenHash = prior.hash;
+  if (prior.kind === "unknown") {
+    state.priorTokenUnknown = true;
+    log.error({ dir: tokens.dir, reason: prior.reason }, "cannot tell whether a token was set: closed until /init is authorised by the host token hash");
+  }
+  const host = hostTokenHash(deps.config);
+  state.closedUntilInit = prior.kind !== "none" || (host !== undefined && host !== NO_TOKEN_HASH);
+  if (state.closedUntilInit) log.info({ reason: prior.kind === "none" ? "host token hash" : "token of a previous run" }, "closed until /init");
 }
 
 async function initRunDir(runDir: string, deps: Deps): Promise<void> {

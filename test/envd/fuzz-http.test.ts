@@ -5,6 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
+import http2 from "node:http2";
 import { chownSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -51,6 +52,28 @@ test("the raw-request corpus: each gets a status line or a closed connection", a
     count(`raw ${a.status || (a.closed ? "closed" : "open h2")}`);
   });
   await assertHealthy(d, "after the raw corpus");
+});
+
+test("the corpus's raw :path values over h2c: each stream is answered or reset, the session goes on", async () => {
+  const session = http2.connect(d.url);
+  session.on("error", () => undefined);
+  try {
+    for (const path of corpusJson<{ h2Paths: string[] }>("http-requests.json").h2Paths) {
+      const outcome = await new Promise<number | string>((resolve) => {
+        const req = session.request({ ":method": "GET", ":path": path }, { endStream: true });
+        req.on("response", (h) => resolve(Number(h[":status"])));
+        req.on("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? "error"));
+        req.on("close", () => resolve("closed"));
+        req.resume();
+      });
+      if (typeof outcome === "number") assert.ok(outcome >= 400 && outcome < 500, `:path ${JSON.stringify(path)} → ${outcome}`);
+      count(`h2 path ${outcome}`);
+    }
+    assert.equal(session.destroyed, false, "the session survives its refused streams");
+  } finally {
+    session.destroy();
+  }
+  await assertHealthy(d, "after the corpus's h2c paths");
 });
 
 test("hostile queries, headers and bodies on every plain route", async () => {

@@ -9,6 +9,8 @@ import { createFastUnary, type ServiceEntry } from "./fast-unary.js";
 import { createFastStream } from "./fast-stream.js";
 import { flushedKey, serviceWithFrames, type DirectStreams, type FrameEncoder, type FramedMethod } from "./framed-stream.js";
 import { legacyInterceptor } from "./legacy.js";
+import { checkAuthority, guarded, parseTarget } from "./guard.js";
+import { boundDrainAfterAnswer, closeStreamAfterAnswer } from "./drain.js";
 import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord } from "./interceptors.js";
 import type { Route } from "./routes.js";
 import type { Deps } from "../deps.js";
@@ -22,6 +24,10 @@ type Res = ServerResponse | Http2ServerResponse;
  * that lives on (a process and its pipes; a recursive watch), and they come in bursts.
  */
 const ADMITTED = new Set(["/process.Process/Start", "/filesystem.Filesystem/WatchDir"]);
+
+/** What a daemon that must wait for /init (see SandboxState.closedUntilInit) serves meanwhile. */
+const OPEN_BEFORE_INIT = new Set(["GET /health", "POST /init"]);
+const NOT_INITIALIZED = "envd not initialized";
 
 const UNAUTHORIZED = "unauthorized access, please provide a valid access token or method signing if supported";
 
@@ -95,10 +101,19 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
         "request",
       );
     });
+    // A body left unread by the answer is drained within bounds (HTTP/1.1) or its stream reset
+    // (HTTP/2; Connect calls do that after their trailers instead, see releaseUnreadBody).
+    const cancelStreamReset = req.httpVersionMajor === 2
+      ? closeStreamAfterAnswer(req as Http2ServerRequest)
+      : (boundDrainAfterAnswer(req as IncomingMessage, res as ServerResponse), undefined);
     if (applyCors(req, res)) return;
-    const url = new URL(req.url ?? "/", "http://envd");
+    const url = parseTarget(req.url);
     const candidates = table.get(url.pathname);
     const route = candidates?.find((r) => r.method === req.method);
+    if (deps.state.closedUntilInit && !OPEN_BEFORE_INIT.has(`${req.method} ${url.pathname}`)) {
+      writeError(res as AnyResponse, new HttpError(401, NOT_INITIALIZED));
+      return;
+    }
     if (!gate(req, route, deps)) {
       writeError(res as AnyResponse, new HttpError(401, UNAUTHORIZED));
       return;
@@ -118,24 +133,28 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
       return;
     }
     responses.set(req, res);
-    releaseUnreadBody(req, res);
+    cancelStreamReset?.();
+    releaseUnreadBody(req);
     // Plain Connect calls (what the SDKs send) skip connect-node's generic plumbing; the rest goes through it.
     if (fastUnary(req, res) || fastStream(req, res)) return;
+    checkAuthority(req);
     failWritesOnClose(res);
     connect(req, res);
   };
 
+  // Every entry into the handling is guarded: whatever a request makes it throw ends that
+  // request (400 or 500), never the daemon.
   return (req, res) => {
     const started = process.hrtime.bigint();
     const path = pathOf(req);
-    if (!ADMITTED.has(path)) return handle(req, res, started);
+    if (!ADMITTED.has(path)) return guarded(req, res, deps.log, () => handle(req, res, started));
     let gone = false;
     const onClose = (): void => void (gone = true);
     res.once("close", onClose);
     admit(() => {
       res.off("close", onClose);
       // A client that left while its request waited gets no process (or watch).
-      if (!gone) return handle(req, res, started);
+      if (!gone) return guarded(req, res, deps.log, () => handle(req, res, started));
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       deps.log.info({ method: req.method, path, ms: Math.round(ms * 100) / 100 }, "client left before its request was admitted");
     });
@@ -144,25 +163,18 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
 
 /**
  * connect-node abandons a body it rejects (oversize or malformed envelope) with bytes still on
- * the wire. HTTP/1.1: once answered, discard them as Node does for bodies nobody read, or the
- * keep-alive connection stalls on them. HTTP/2: after the trailers, reset the stream with
- * NO_ERROR (RFC 9113 §8.1), or its unread data holds the session's flow-control window.
+ * the wire. HTTP/1.1: the bounded drain set up for every request discards them (or closes the
+ * connection). HTTP/2: after the trailers, reset the stream with NO_ERROR (RFC 9113 §8.1), or
+ * its unread data holds the session's flow-control window.
  */
-function releaseUnreadBody(req: Req, res: Res): void {
+function releaseUnreadBody(req: Req): void {
   if (req.httpVersionMajor === 2) {
     const stream = (req as Http2ServerRequest).stream;
     // The compat layer's own listener (registered first) has just sent the trailers.
     stream.on("wantTrailers", () => {
       if (!req.complete && !stream.destroyed) setImmediate(() => stream.close(http2.constants.NGHTTP2_NO_ERROR));
     });
-    return;
   }
-  const socket = (req as IncomingMessage).socket;
-  res.once("finish", () => {
-    if (req.complete || socket.destroyed) return;
-    (req as IncomingMessage & { _dumped?: boolean })._dumped = true;
-    socket.resume();
-  });
 }
 
 /**

@@ -3,6 +3,7 @@ import http2 from "node:http2";
 import type net from "node:net";
 import type { Duplex } from "node:stream";
 import { createFront } from "./front.js";
+import type { Logger } from "./log.js";
 
 /** Idle keep-alive timeout (reference: 640 s, longer than the upstream proxy's). */
 export const IDLE_TIMEOUT_MS = 640_000;
@@ -17,7 +18,10 @@ export class Server {
   private readonly sockets = new Set<net.Socket>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
 
-  constructor(handler: Handler) {
+  constructor(
+    handler: Handler,
+    private readonly log?: Logger,
+  ) {
     this.h1 = http.createServer({ keepAliveTimeout: IDLE_TIMEOUT_MS, requestTimeout: 0, headersTimeout: 60_000 }, handler);
     this.h1.timeout = 0;
     this.h2 = http2.createServer({ settings: { maxConcurrentStreams: 1000 }, maxSessionMemory: 64 }, handler);
@@ -49,6 +53,7 @@ export class Server {
       // ipv6Only false: "::" also accepts IPv4, so localhost works as 127.0.0.1 or ::1.
       this.front.listen({ port, host, ipv6Only: false }, () => {
         this.front.off("error", reject);
+        this.front.on("error", (err: NodeJS.ErrnoException) => this.acceptFailed(err));
         // The HTTP/1.1 server never listens itself; 'listening' starts its connection tracking,
         // which enforces headersTimeout and lets closeIdleConnections() find idle keep-alives.
         this.h1.emit("listening");
@@ -73,6 +78,25 @@ export class Server {
     }
     for (const s of this.sessions) s.destroy();
     for (const s of this.sockets) s.destroy();
+  }
+
+  private acceptErrors = 0;
+  private acceptLogged = 0;
+
+  /**
+   * An accept that failed (EMFILE, ENFILE when every descriptor is taken; ENOMEM, ...) costs the
+   * connection it was for, never the daemon: libuv closes the connections waiting in the
+   * backlog while descriptors are exhausted (its reserve-descriptor trick) and keeps listening,
+   * so they are served again as soon as descriptors are free. Logged at most once a second,
+   * with how many failed meanwhile.
+   */
+  private acceptFailed(err: NodeJS.ErrnoException): void {
+    this.acceptErrors++;
+    const now = Date.now();
+    if (now - this.acceptLogged < 1000) return;
+    this.acceptLogged = now;
+    this.log?.error({ code: err.code, failed: this.acceptErrors }, "cannot accept connections");
+    this.acceptErrors = 0;
   }
 
   private activeH1(): number {

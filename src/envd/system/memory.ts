@@ -48,7 +48,7 @@ export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
   const policy = new TrimPolicy(process.memoryUsage.rss());
   let trim: (() => boolean) | undefined | null = null;
   let last = performance.eventLoopUtilization();
-  const timer = setInterval(() => {
+  const check = (): void => {
     const now = performance.eventLoopUtilization();
     const { utilization } = performance.eventLoopUtilization(now, last);
     last = now;
@@ -60,6 +60,18 @@ export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
     const after = process.memoryUsage.rss();
     policy.trimmed(after);
     log.debug({ rssMiB: Math.round(before / MIB), afterMiB: Math.round(after / MIB) }, "released free C heap memory");
+  };
+  let failing = false;
+  const timer = setInterval(() => {
+    try {
+      check();
+      failing = false;
+    } catch (err) {
+      // Reading RSS opens /proc/self/stat: with every descriptor taken (EMFILE) it fails, and
+      // that must cost this check only; the next one runs when descriptors are free again.
+      if (!failing) log.warn({ code: (err as NodeJS.ErrnoException).code }, "memory check failed");
+      failing = true;
+    }
   }, intervalMs);
   timer.unref();
   return () => clearInterval(timer);

@@ -7,6 +7,16 @@ export class SandboxState {
   readonly envs = new EnvStore();
   /** Nanoseconds of the newest /init timestamp applied (ordering guard). */
   lastInitNs = -1n;
+  /**
+   * True from a start at which a token may be expected (a previous run had one, its record is
+   * unreadable, or the host configured a token hash) until /init succeeds: meanwhile only
+   * GET /health and POST /init are served.
+   */
+  closedUntilInit = false;
+  /** SHA-512 of the token a previous run had: /init presenting that token is authorised. */
+  priorTokenHash: string | undefined;
+  /** A previous run's token cannot be known (its record is unreadable): only the host hash authorises /init. */
+  priorTokenUnknown = false;
 
   constructor(
     public defaultUser: string,
