@@ -1,6 +1,7 @@
 // Start requests arriving together are admitted a turn's budget at a time (src/http/admission.ts).
 // Through the real daemon: a burst over one HTTP/2 session all runs, and the Starts whose client
 // cancelled while they waited in the queue start no process.
+import { spawnSync } from "node:child_process";
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http2 from "node:http2";
@@ -17,9 +18,13 @@ before(async () => {
   session = http2.connect(d.url);
 });
 
+/** How long the queued Starts sleep: an odd value, so that `after` can end exactly these. */
+const SLEEP = "19.75";
+
 after(async () => {
   session?.close();
   await d?.stop();
+  spawnSync("pkill", ["-f", `^/bin/sleep ${SLEEP}$`]);
 });
 
 function start(cmd: string, args: string[], tag: string): http2.ClientHttp2Stream {
@@ -56,8 +61,9 @@ test("a burst of Starts over one HTTP/2 session: every one runs, and in order of
 test("a Start cancelled while it waits for admission starts no process", async () => {
   // Enough Starts ahead of them that the cancelled ones are still queued when their
   // cancellation (sent in the same write) is read.
-  const ahead = Array.from({ length: 150 }, (_, i) => start("/bin/sleep", ["3"], `${TAG}-ahead-${i}`));
-  const cancelled = Array.from({ length: 20 }, (_, i) => start("/bin/sleep", ["3"], `${TAG}-cancelled-${i}`));
+  // Long enough sleeps that on a loaded machine none has ended before the last one is admitted.
+  const ahead = Array.from({ length: 150 }, (_, i) => start("/bin/sleep", [SLEEP], `${TAG}-ahead-${i}`));
+  const cancelled = Array.from({ length: 20 }, (_, i) => start("/bin/sleep", [SLEEP], `${TAG}-cancelled-${i}`));
   for (const req of cancelled) {
     req.on("error", () => undefined);
     req.close(http2.constants.NGHTTP2_CANCEL);

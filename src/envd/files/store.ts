@@ -44,6 +44,30 @@ const IN_PLACE_ERRNOS = new Set(["EXDEV", "EPERM", "EINVAL", "EACCES", "EROFS", 
  * what the user may reach, links included. FIFOs, sockets and devices are refused.
  */
 export async function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
+  const track = commits.get(t.path) ?? { live: 0, count: 0 };
+  commits.set(t.path, track);
+  track.live++;
+  try {
+    await storeTracked(t, body);
+  } finally {
+    if (--track.live === 0) commits.delete(t.path);
+  }
+}
+
+/**
+ * Uploads committed to each path that has uploads in flight: a failed upload removes the file it
+ * created only if no other upload has committed to the path since (one that found the file and
+ * rewrote it in place shares its inode, so the inode check alone would remove committed data).
+ */
+const commits = new Map<string, { live: number; count: number }>();
+
+/** Counts a finished upload to `path` (see commits). */
+function committed(path: string): void {
+  const track = commits.get(path);
+  if (track) track.count++;
+}
+
+async function storeTracked(t: UploadTarget, body: Readable): Promise<void> {
   if (!(await userParents(t.user, dirname(t.path)))) await parentsAsDaemon(t);
   for (let attempt = 0; ; attempt++) {
     const existing = await statTarget(t);
@@ -148,6 +172,7 @@ async function atomicTarget(t: UploadTarget, existing: Stats | undefined): Promi
 async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false, entry?: string): Promise<void> {
   let done = false;
   const mine = created ? await fh.stat() : undefined;
+  const since = commits.get(t.path)?.count ?? 0;
   // The inode is journaled before the first byte, so the next start can tell this very file.
   if (mine) await t.journal?.update(entry, { created: { path: t.path, ino: mine.ino } });
   try {
@@ -155,6 +180,7 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
     await copyBody(t, body, fh);
     await writeMetadata(t.path, t.metadata, t.log);
     done = true;
+    committed(t.path);
   } finally {
     // Only the very file this upload created: a concurrent upload may have replaced it meanwhile.
     // Checked while our handle is still open, so its inode number cannot have been reused yet,
@@ -162,7 +188,8 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
     if (!done && mine) {
       await underPathLock(t.path, async () => {
         const now = await statAs(t.user, t.path, false).catch(() => undefined);
-        if (now?.ino === mine.ino && now.dev === mine.dev) await unlinkAs(t.user, t.path).catch(() => undefined);
+        const ours = now?.ino === mine.ino && now.dev === mine.dev && (commits.get(t.path)?.count ?? 0) === since;
+        if (ours) await unlinkAs(t.user, t.path).catch(() => undefined);
       });
     }
     await fh.close().catch(() => undefined);
@@ -181,10 +208,12 @@ async function writeViaTemp(t: UploadTarget, body: Readable, fh: FileHandle, tem
     try {
       await underPathLock(t.path, () => renameAs(t.user, temp, real));
       renamed = true;
+      committed(t.path);
     } catch (err) {
       if (!IN_PLACE_ERRNOS.has((err as NodeJS.ErrnoException).code ?? "")) throw writeError(err, t);
       // e.g. a bind-mounted single file: copy the finished content over it instead.
       await copyOver(t, fh, size, real);
+      committed(t.path);
     }
     // Watchers of the directory saw the rename; this tells them the named file's content changed
     // (a WRITE event, as truncating in place would give). The handle is still our new inode.
