@@ -29,6 +29,8 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Run with the systemd unit's priorities (packaging/envd.service: Nice=-20, realtime IO class 4). */
   unitPriorities?: boolean;
+  /** A command the daemon is started through (it must exec its arguments, so the pid stays the daemon's). */
+  prefix?: string[];
 }
 
 /** The unit's Nice= (packaging/envd.service). */
@@ -51,7 +53,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     "--ca-cert", join(scratch, "e2b-ca.crt"),
     ...(opts.args ?? []),
   ];
-  const [file, ...argv] = opts.unitPriorities ? [...UNIT_PRIORITIES, ENVD_BIN, ...args] : [ENVD_BIN, ...args];
+  const [file, ...argv] = [...(opts.prefix ?? []), ...(opts.unitPriorities ? UNIT_PRIORITIES : []), ENVD_BIN, ...args];
   const proc = spawn(file, argv, { env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
