@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
 import type { NameLookup } from "./entry-info.js";
 import { HubPool } from "./hub.js";
-import { DirWatch } from "./dir-watch.js";
+import { addWatchError, DirWatch } from "./dir-watch.js";
 import { validateWatchPath } from "./watch-validate.js";
 
 /** What a client asks of a watch (WatchDirRequest / CreateWatcherRequest). */
@@ -72,6 +72,8 @@ export class WatcherRegistry {
         maxPending: MAX_PENDING_EVENTS,
       });
     } catch (err) {
+      // No inotify instance could be opened at all: the per-user limit, a resource problem.
+      if ((err as NodeJS.ErrnoException).code === "EMFILE") throw addWatchError(path, err);
       throw new ConnectError(`filesystem watching is unavailable: ${(err as Error).message}`, Code.Internal, undefined, undefined, err);
     }
     this.live.add(watch);
