@@ -36,6 +36,17 @@
 #define SYS_pidfd_open 434
 #endif
 
+/* The 32-bit id calls where a platform has both (the plain ones take 16-bit ids there). */
+#ifdef SYS_setuid32
+#define SYS_SETUID SYS_setuid32
+#define SYS_SETGID SYS_setgid32
+#define SYS_SETGROUPS SYS_setgroups32
+#else
+#define SYS_SETUID SYS_setuid
+#define SYS_SETGID SYS_setgid
+#define SYS_SETGROUPS SYS_setgroups
+#endif
+
 #define CHILD_STACK_BYTES (64 * 1024)
 #define MAX_GROUPS 256
 #define IOPRIO_WHO_PROCESS 1
@@ -46,8 +57,10 @@ typedef struct {
   char **argv;
   char **envp;
   char *cwd;    /* NULL: keep */
-  int uid;      /* -1: keep */
-  int gid;      /* -1: keep */
+  uid_t uid;
+  gid_t gid;
+  int set_uid;  /* 0: keep ours (uid is then unused) */
+  int set_gid;
   int fds[3];   /* the child's stdin, stdout, stderr (all > 2) */
   int setsid;
   int ngroups;  /* -1: none given (no supplementary groups when uid/gid change) */
@@ -79,10 +92,10 @@ static int child_main(void *arg) {
   if (p->ioprio >= 0) syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, p->ioprio);
   if (p->setsid && setsid() < 0) goto fail;
   if (p->ngroups >= 0) {
-    if (syscall(SYS_setgroups, p->ngroups, p->groups) != 0) goto fail;
-  } else if ((p->uid >= 0 || p->gid >= 0) && syscall(SYS_setgroups, 0, NULL) != 0) goto fail;
-  if (p->gid >= 0 && syscall(SYS_setgid, p->gid) != 0) goto fail;
-  if (p->uid >= 0 && syscall(SYS_setuid, p->uid) != 0) goto fail;
+    if (syscall(SYS_SETGROUPS, p->ngroups, p->groups) != 0) goto fail;
+  } else if ((p->set_uid || p->set_gid) && syscall(SYS_SETGROUPS, 0, NULL) != 0) goto fail;
+  if (p->set_gid && syscall(SYS_SETGID, p->gid) != 0) goto fail;
+  if (p->set_uid && syscall(SYS_SETUID, p->uid) != 0) goto fail;
   if (p->cwd && chdir(p->cwd) != 0) goto fail;
   for (int fd = 0; fd < 3; fd++) {
     if (dup2(p->fds[fd], fd) < 0) goto fail;
@@ -255,6 +268,24 @@ static bool int_option(napi_env env, napi_value options, const char *name, int32
   return napi_get_value_int32(env, v, out) == napi_ok;
 }
 
+/*
+ * Reads a uid or gid argument: null or undefined keep ours (*set = 0); otherwise an integer from
+ * 0 to 2^32 - 2 (ids are unsigned 32-bit, and (uid_t)-1 means "unchanged" to the kernel). False
+ * for anything else, which the caller refuses: a bad id must never leave the child as root.
+ */
+static bool id_arg(napi_env env, napi_value v, uint32_t *id, int *set) {
+  napi_valuetype t;
+  *set = 0;
+  if (napi_typeof(env, v, &t) != napi_ok) return false;
+  if (t == napi_null || t == napi_undefined) return true;
+  double d;
+  if (t != napi_number || napi_get_value_double(env, v, &d) != napi_ok) return false;
+  if (!(d >= 0 && d <= 4294967294.0) || d != (double)(uint32_t)d) return false;
+  *id = (uint32_t)d;
+  *set = 1;
+  return true;
+}
+
 /* The optional last argument: { groups?: number[], nice?: number, ioprio?: number, oomScoreAdj?: number }. */
 static bool read_options(napi_env env, napi_value options, Plan *p) {
   p->ngroups = -1;
@@ -270,8 +301,9 @@ static bool read_options(napi_env env, napi_value options, Plan *p) {
     for (uint32_t i = 0; i < n; i++) {
       napi_value v;
       uint32_t g = 0;
+      int set = 0;
       napi_get_element(env, groups, i, &v);
-      if (napi_get_value_uint32(env, v, &g) != napi_ok) return false;
+      if (!id_arg(env, v, &g, &set) || !set) return false;
       p->groups[i] = (gid_t)g;
     }
     p->ngroups = (int)n;
@@ -288,7 +320,7 @@ static bool read_options(napi_env env, napi_value options, Plan *p) {
 
 /*
  * spawn(file, argv, envp, cwd, uid, gid, [stdin, stdout, stderr], setsid, onExit(code, signal)
- *       [, { groups, nice, ioprio, oomScoreAdj }]) → pid. uid/gid -1 keep ours; cwd "" keeps
+ *       [, { groups, nice, ioprio, oomScoreAdj }]) → pid. uid/gid null keep ours; cwd "" keeps
  * ours; without `groups` a change of uid or gid drops every supplementary group. Throws an
  * Error whose code is the errno name (ENOENT, EACCES, ...) when the command cannot be executed.
  */
@@ -304,16 +336,18 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
   Plan p;
   memset(&p, 0, sizeof p);
   if (!read_options(env, argc > 9 ? argv[9] : NULL, &p)) {
-    napi_throw_range_error(env, NULL, "spawn: bad options (at most 256 groups)");
+    napi_throw_range_error(env, NULL, "spawn: bad options (at most 256 groups, each an id from 0 to 4294967294)");
     return NULL;
   }
-  int32_t uid, gid;
-  bool setsid_flag;
-  napi_get_value_int32(env, argv[4], &uid);
-  napi_get_value_int32(env, argv[5], &gid);
+  uint32_t uid = 0, gid = 0;
+  bool setsid_flag = false;
+  if (!id_arg(env, argv[4], &uid, &p.set_uid) || !id_arg(env, argv[5], &gid, &p.set_gid)) {
+    napi_throw_range_error(env, NULL, "spawn: uid and gid must be null (keep) or an id from 0 to 4294967294");
+    return NULL;
+  }
   napi_get_value_bool(env, argv[7], &setsid_flag);
-  p.uid = uid;
-  p.gid = gid;
+  p.uid = (uid_t)uid;
+  p.gid = (gid_t)gid;
   p.setsid = setsid_flag;
   for (uint32_t i = 0; i < 3; i++) {
     napi_value v;

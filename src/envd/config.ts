@@ -42,6 +42,8 @@ export interface Config {
   maxProcesses: number;
   /** Most watchers (streaming and polling) at once. */
   maxWatchers: number;
+  /** A polling watcher nobody asked for events for this long (ms) is removed; 0: never. */
+  watcherIdleTimeoutMs: number;
   /** Largest single Connect message accepted, in bytes. */
   maxMessageBytes: number;
 }
@@ -64,6 +66,7 @@ const options = {
   "hosts-file": { type: "string", env: "ENVD_HOSTS_FILE", help: "hosts file /init maps events.e2b.local in", def: "/etc/hosts" },
   "max-processes": { type: "string", env: "ENVD_MAX_PROCESSES", help: "most live processes at once", def: "4096" },
   "max-watchers": { type: "string", env: "ENVD_MAX_WATCHERS", help: "most filesystem watchers at once", def: "1024" },
+  "watcher-idle-timeout": { type: "string", env: "ENVD_WATCHER_IDLE_TIMEOUT", help: "seconds a polling watcher may go unpolled before it is removed (0: never)", def: "600" },
   "max-message-bytes": { type: "string", env: "ENVD_MAX_MESSAGE_BYTES", help: "largest Connect message accepted", def: String(64 * 1024 * 1024) },
 } as const;
 
@@ -136,6 +139,7 @@ function build(get: (name: OptionName) => string): Config {
     hostsFile: get("hosts-file"),
     maxProcesses: int("max-processes", get("max-processes"), 1, 1 << 20),
     maxWatchers: int("max-watchers", get("max-watchers"), 1, 1 << 20),
+    watcherIdleTimeoutMs: int("watcher-idle-timeout", get("watcher-idle-timeout"), 0, 7 * 24 * 3600) * 1000,
     maxMessageBytes: int("max-message-bytes", get("max-message-bytes"), 1024, 2 ** 31 - 1),
   };
 }

@@ -29,7 +29,7 @@ function run(file: string, args: string[], opts: { env?: string[]; cwd?: string;
   let pid = 0;
   try {
     return new Promise<{ pid: number; out: string; code: number; signal: number }>((resolve) => {
-      pid = spawn(file, [file, ...args], opts.env ?? [PATH], opts.cwd ?? "", opts.uid ?? -1, opts.gid ?? -1, [nul, w, w], true, (code, signal) => {
+      pid = spawn(file, [file, ...args], opts.env ?? [PATH], opts.cwd ?? "", opts.uid ?? null, opts.gid ?? null, [nul, w, w], true, (code, signal) => {
         const chunks: Buffer[] = [];
         const buf = Buffer.alloc(65536);
         for (let n; (n = readSync(r, buf)) > 0; ) chunks.push(Buffer.from(buf.subarray(0, n)));
@@ -64,6 +64,16 @@ test("native spawn: ids, no supplementary groups, cwd, exactly the given environ
   assert.equal(r.code, 0);
 });
 
+test("native spawn: ids are unsigned 32-bit; one that cannot be applied is refused, never kept as root", async () => {
+  const big = await run("sh", ["-c", "id -u; id -g; id -G"], { uid: 3_000_000_000, gid: 3_000_000_001, options: { groups: [3_000_000_001, 4_000_000_000] } });
+  assert.deepEqual(big.out.trim().split("\n"), ["3000000000", "3000000001", "3000000001 4000000000"]);
+  for (const bad of [-1, 2 ** 32 - 1, 2 ** 32, 1.5, Number.NaN]) {
+    assert.throws(() => spawn("true", ["true"], [PATH], "", bad, 1001, [3, 3, 3], true, () => undefined), RangeError, `uid ${bad}`);
+    assert.throws(() => spawn("true", ["true"], [PATH], "", 1001, bad, [3, 3, 3], true, () => undefined), RangeError, `gid ${bad}`);
+    assert.throws(() => spawn("true", ["true"], [PATH], "", 1001, 1001, [3, 3, 3], true, () => undefined, { groups: [bad] }), RangeError, `group ${bad}`);
+  }
+});
+
 test("native spawn options: supplementary groups, niceness, IO class and OOM score set in the child", async () => {
   const probe = 'id -G; cut -d" " -f19 /proc/$$/stat; ionice -p $$; cat /proc/$$/oom_score_adj';
   const r = await run("sh", ["-c", probe], { uid: 1001, gid: 1001, options: { groups: [1001, 27, 100], nice: 7, ioprio: (2 << 13) | 4, oomScoreAdj: 100 } });
@@ -71,7 +81,7 @@ test("native spawn options: supplementary groups, niceness, IO class and OOM sco
   // Without options: the child keeps what the spawner has (this test runs with its defaults).
   const plain = await run("sh", ["-c", probe], { uid: 1001, gid: 1001 });
   assert.deepEqual(plain.out.trim().split("\n"), ["1001", "0", `none: prio ${ioniceOf(process.pid).split("prio ")[1]}`, String(oomOf(process.pid))]);
-  assert.throws(() => spawn("true", ["true"], [PATH], "", -1, -1, [3, 3, 3], true, () => undefined, { groups: Array.from({ length: 300 }, (_, i) => i) }), /at most 256 groups/);
+  assert.throws(() => spawn("true", ["true"], [PATH], "", null, null, [3, 3, 3], true, () => undefined, { groups: Array.from({ length: 300 }, (_, i) => i) }), /at most 256 groups/);
 });
 
 test("the native exec line resets what envd runs with (its unit: nice -20, realtime IO) and keeps every group", () => {
@@ -113,10 +123,10 @@ test("native spawn: PATH is searched in the child's environment, and exec errors
     const nul = openSync("/dev/null", "r");
     try {
       const fds = [nul, nul, nul];
-      assert.throws(() => spawn("no-such-command-here", ["x"], [PATH], "", -1, -1, fds, true, () => undefined), { code: "ENOENT" });
-      assert.throws(() => spawn(join(dir, "noexec"), ["x"], [PATH], "", -1, -1, fds, true, () => undefined), { code: "EACCES" });
-      assert.throws(() => spawn("/bin/true", ["x"], [PATH], "/no/such/dir", -1, -1, fds, true, () => undefined), { code: "ENOENT" });
-      assert.throws(() => spawn("/bin/true", ["x"], [PATH], "", -1, -1, [0, 1, 2], true, () => undefined), RangeError);
+      assert.throws(() => spawn("no-such-command-here", ["x"], [PATH], "", null, null, fds, true, () => undefined), { code: "ENOENT" });
+      assert.throws(() => spawn(join(dir, "noexec"), ["x"], [PATH], "", null, null, fds, true, () => undefined), { code: "EACCES" });
+      assert.throws(() => spawn("/bin/true", ["x"], [PATH], "/no/such/dir", null, null, fds, true, () => undefined), { code: "ENOENT" });
+      assert.throws(() => spawn("/bin/true", ["x"], [PATH], "", null, null, [0, 1, 2], true, () => undefined), RangeError);
     } finally {
       closeSync(nul);
     }

@@ -197,7 +197,7 @@ test("the watcher limit counts polling and streaming watchers (resource_exhauste
   }
 });
 
-test("a kernel queue overflow fails every watcher loudly; new watchers work afterwards", async () => {
+test("a kernel queue overflow fails every watcher of the flooded directory loudly; new watchers work afterwards", async () => {
   const own = await startDaemon();
   const t = await tempDir("watch-overflow");
   try {

@@ -18,6 +18,32 @@ interface Snapshot {
   groupById: Map<number, string>;
 }
 
+/** Largest id a process can be given: ids are unsigned 32-bit, and 2^32 - 1 is (uid_t)-1, "unchanged". */
+export const MAX_ID = 0xfffffffe;
+
+/** Whether `id` can be applied to a process: an integer from 0 to MAX_ID. */
+export function isApplicableId(id: number): boolean {
+  return Number.isInteger(id) && id >= 0 && id <= MAX_ID;
+}
+
+/**
+ * Why a process cannot run as `user` (its uid, gid or a group id is beyond 32 bits or is
+ * (uid_t)-1, which setuid and setpriv would silently treat as "keep root's"); undefined when
+ * every id can be applied.
+ */
+export function unapplicableIds(user: User): string | undefined {
+  if (!isApplicableId(user.uid)) return `uid ${user.uid} of user '${user.name}' is not a valid id (0 to ${MAX_ID})`;
+  if (!isApplicableId(user.gid)) return `gid ${user.gid} of user '${user.name}' is not a valid id (0 to ${MAX_ID})`;
+  const group = user.groups.find((g) => !isApplicableId(g));
+  if (group !== undefined) return `group id ${group} of user '${user.name}' is not a valid id (0 to ${MAX_ID})`;
+  return undefined;
+}
+
+/** A decimal id field as the C library reads it; NaN for an empty or non-decimal one (the line is then skipped). */
+function idField(text: string | undefined): number {
+  return text !== undefined && /^\d{1,20}$/.test(text) ? Number(text) : NaN;
+}
+
 /**
  * Reads /etc/passwd and /etc/group, re-reading them whenever either file changes. The files are
  * checked (two stats) at most once per event-loop turn: one request asks several times (its
@@ -84,7 +110,7 @@ function load(key: string, passwdPath: string, groupPath: string): Snapshot {
   const groupById = new Map<number, string>();
   const memberOf = new Map<string, number[]>();
   for (const [name, , gidText, members] of readLines(groupPath)) {
-    const gid = Number(gidText);
+    const gid = idField(gidText);
     if (!name || !Number.isInteger(gid)) continue;
     if (!groupById.has(gid)) groupById.set(gid, name);
     for (const m of (members ?? "").split(",").filter(Boolean)) {
@@ -96,8 +122,9 @@ function load(key: string, passwdPath: string, groupPath: string): Snapshot {
   const byName = new Map<string, User>();
   const userById = new Map<number, string>();
   for (const [name, , uidText, gidText, , home, shell] of readLines(passwdPath)) {
-    const uid = Number(uidText);
-    const gid = Number(gidText);
+    // An empty field is not uid 0 (Number("") is): such a line names no usable user.
+    const uid = idField(uidText);
+    const gid = idField(gidText);
     if (!name || !Number.isInteger(uid) || !Number.isInteger(gid)) continue;
     const groups = [gid, ...(memberOf.get(name) ?? []).filter((g) => g !== gid)];
     if (!byName.has(name)) byName.set(name, { name, uid, gid, home: home || "/", shell: shell || "/bin/sh", groups });

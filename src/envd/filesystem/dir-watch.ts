@@ -1,5 +1,4 @@
 import { readdir } from "node:fs/promises";
-import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -8,8 +7,8 @@ import type { HubSubscriber, InotifyHub } from "./hub.js";
 import type { InotifyAddon, RawEvent } from "./inotify.js";
 import { entryInfoSync, type NameLookup } from "./entry-info.js";
 import { EventBuffer } from "./event-buffer.js";
-import { compareNames } from "./list.js";
 import { goError } from "./go-error.js";
+import { SLICE_ENTRIES, TreeWalk } from "./watch-walk.js";
 
 /** How one watch behaves. */
 export interface WatchOptions {
@@ -58,6 +57,10 @@ export function addWatchError(path: string, err: unknown): ConnectError {
  * One directory watch (WatchDir stream or polling watcher): maps kernel events to
  * FilesystemEvents relative to the root, follows new directories in recursive mode, and
  * buffers events up to a bound. A failure is terminal and reported, never swallowed.
+ *
+ * A directory that appears in a recursive watch is walked (watched, its contents announced) in
+ * slices that yield to the event loop (see TreeWalk); kernel events that arrive meanwhile wait
+ * in order and are handled once the walk is over, so a walk's CREATEs always come first.
  */
 export class DirWatch implements HubSubscriber {
   private readonly wdRel = new Map<number, string>();
@@ -66,6 +69,11 @@ export class DirWatch implements HubSubscriber {
   /** Paths announced by a synthetic walk in this batch / the previous one: the kernel's own CREATE for them is a duplicate. */
   private announced = new Set<string>();
   private suppress = new Set<string>();
+  /** The walk of a directory that appeared, while one runs, and the kernel events waiting for it. */
+  private walk: TreeWalk | undefined;
+  private waiting: RawEvent[] = [];
+  private waitingHead = 0;
+  private handlingWaiting = false;
   private readonly c: Constants;
   private readonly mask: number;
 
@@ -93,6 +101,7 @@ export class DirWatch implements HubSubscriber {
 
   private async armTree(): Promise<void> {
     const stack = [""];
+    let added = 0;
     while (stack.length > 0 && !this.closed) {
       const rel = stack.pop()!;
       let entries;
@@ -111,6 +120,8 @@ export class DirWatch implements HubSubscriber {
           continue;
         }
         stack.push(child);
+        // A directory of many subdirectories: one watch each, so yield to the loop now and then.
+        if (++added % SLICE_ENTRIES === 0) await new Promise((resolve) => setImmediate(resolve));
       }
     }
   }
@@ -120,12 +131,20 @@ export class DirWatch implements HubSubscriber {
     this.wdRel.set(wd, rel);
   }
 
-  /** Handles one kernel event (see envd-behaviour §6.6 for the mapping). */
+  /** Handles one kernel event (see envd-behaviour §6.6 for the mapping), or queues it behind a running walk. */
   onEvent(ev: RawEvent): void {
     if (this.closed || this.buffer.failed) return;
+    if (!this.walk) return this.handle(ev);
+    if (this.waiting.length - this.waitingHead >= this.opts.maxPending) return this.onFail(`event buffer overflow: more than ${this.opts.maxPending} events not yet read`);
+    this.waiting.push(ev);
+  }
+
+  private handle(ev: RawEvent): void {
+    const c = this.c;
+    // The kernel dropped the descriptor: handled in turn, after the events before it that waited.
+    if (ev.mask & c.IN_IGNORED) return void this.wdRel.delete(ev.wd);
     const dir = this.wdRel.get(ev.wd);
     if (dir === undefined) return;
-    const c = this.c;
     if (ev.name === "") {
       // A subdirectory's own events are also reported by its parent: keep only the root's.
       if (dir !== "") return;
@@ -135,16 +154,16 @@ export class DirWatch implements HubSubscriber {
     }
     const rel = dir ? dir + "/" + ev.name : ev.name;
     let mask = ev.mask;
-    if (mask & (c.IN_CREATE | c.IN_MOVED_TO) && this.suppress.delete(rel)) mask &= ~(c.IN_CREATE | c.IN_MOVED_TO);
+    if (mask & (c.IN_CREATE | c.IN_MOVED_TO) && (this.suppress.delete(rel) || this.announced.delete(rel))) mask &= ~(c.IN_CREATE | c.IN_MOVED_TO);
     this.emit(rel, mask);
     if (!this.opts.recursive || !(mask & c.IN_ISDIR)) return;
     if (mask & (c.IN_MOVED_FROM | c.IN_DELETE)) this.dropTree(rel);
     if (mask & (c.IN_CREATE | c.IN_MOVED_TO)) this.addTree(rel);
   }
 
-  /** Forgets a descriptor the kernel dropped. */
+  /** Forgets a descriptor the kernel dropped (its IN_IGNORED event waits behind a running walk instead). */
   onIgnored(wd: number): void {
-    this.wdRel.delete(wd);
+    if (!this.walk) this.wdRel.delete(wd);
   }
 
   /** Makes the watch fail terminally with `watcher error: <message>`. */
@@ -155,8 +174,9 @@ export class DirWatch implements HubSubscriber {
     this.hub.leave(this);
   }
 
-  /** Ends the window in which kernel CREATEs duplicating a synthetic walk are suppressed. */
+  /** Ends the window in which kernel CREATEs duplicating a synthetic walk are suppressed (which stays open while a walk runs). */
   onBatchEnd(): void {
+    if (this.walk) return;
     this.suppress = this.announced;
     this.announced = new Set();
   }
@@ -175,26 +195,59 @@ export class DirWatch implements HubSubscriber {
 
   /** Watches a directory that appeared in the tree and announces what it already contains (pre-order). */
   private addTree(rel: string): void {
+    this.walk = new TreeWalk(this.opts.root, rel, {
+      enter: (dir) => this.enter(dir),
+      entry: (child) => {
+        this.announced.add(child);
+        this.push(child, EventType.CREATE);
+      },
+      alive: () => !this.closed && !this.buffer.failed,
+    });
+    this.walkOn();
+  }
+
+  /** Runs the walk until it is over or must wait, then handles the kernel events that waited for it. */
+  private walkOn(): void {
+    const waitFor = this.walk?.run();
+    if (waitFor) {
+      waitFor.then(
+        () => this.walkOn(),
+        (err: unknown) => this.onFail(`internal error walking a new directory: ${(err as Error).message}`),
+      );
+      return;
+    }
+    this.walk = undefined;
+    this.handleWaiting();
+  }
+
+  /** Handles the events that waited for a walk, in order, until one of them starts another walk. */
+  private handleWaiting(): void {
+    // A walk started and finished by an event handled below lands here again: the loop goes on.
+    if (this.handlingWaiting) return;
+    this.handlingWaiting = true;
+    try {
+      while (this.waitingHead < this.waiting.length && !this.walk && !this.closed && !this.buffer.failed) {
+        this.handle(this.waiting[this.waitingHead++]);
+      }
+      if (this.walk && !this.closed && !this.buffer.failed) return;
+      this.waiting = [];
+      this.waitingHead = 0;
+    } finally {
+      this.handlingWaiting = false;
+    }
+  }
+
+  /** Watches a directory a walk reached; false when it cannot be watched (it is then not read). */
+  private enter(rel: string): boolean {
+    if (this.closed || this.buffer.failed) return false;
     const abs = join(this.opts.root, rel);
     try {
       this.addDir(abs, rel, this.c.IN_ONLYDIR | this.c.IN_DONT_FOLLOW);
+      return true;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "ENOSPC" || code === "EMFILE") this.onFail(addWatchError(abs, err).rawMessage);
-      return;
-    }
-    let entries;
-    try {
-      entries = readdirSync(abs, { withFileTypes: true }).sort((a, b) => compareNames(a.name, b.name));
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      if (this.buffer.failed) return;
-      const child = rel + "/" + e.name;
-      this.announced.add(child);
-      this.push(child, EventType.CREATE);
-      if (e.isDirectory()) this.addTree(child);
+      return false;
     }
   }
 
@@ -212,6 +265,11 @@ export class DirWatch implements HubSubscriber {
     this.wdRel.clear();
   }
 
+  /** Reads and handles whatever the kernel has queued for this watch's inotify instance. */
+  flush(): void {
+    this.hub.flush();
+  }
+
   /** Polling: every buffered event, clearing the buffer; a failed watch throws its error every time. */
   drain(): FilesystemEvent[] {
     return this.buffer.drain();
@@ -226,6 +284,8 @@ export class DirWatch implements HubSubscriber {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.waiting = [];
+    this.waitingHead = 0;
     this.detach();
     this.hub.leave(this);
     this.buffer.end();

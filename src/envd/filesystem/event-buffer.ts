@@ -2,6 +2,13 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
 
 /**
+ * Events a stream hands out before it lets the event loop run: a reader that never waits (the
+ * response is written without back-pressure until the socket is full) would otherwise turn a
+ * backlog of tens of thousands into one long turn.
+ */
+const EVENTS_PER_TURN = 256;
+
+/**
  * The bounded queue between a watch and its reader: a stream that waits for events or a
  * poller that drains them. Overflow or any other failure is terminal and reported to the
  * reader, never a silent drop.
@@ -64,9 +71,15 @@ export class EventBuffer {
     // One abort listener for the whole stream: adding and removing one per wait cost more than the event.
     const onAbort = (): void => this.wake?.();
     signal.addEventListener("abort", onAbort, { once: true });
+    let inTurn = 0;
     try {
       for (;;) {
         while (this.head < this.queue.length) {
+          if (++inTurn > EVENTS_PER_TURN) {
+            await new Promise((resolve) => setImmediate(resolve));
+            inTurn = 1;
+            if (signal.aborted) return;
+          }
           const ev = this.queue[this.head];
           this.queue[this.head++] = undefined as unknown as FilesystemEvent;
           if (this.head > 4096 && this.head * 2 > this.queue.length) {

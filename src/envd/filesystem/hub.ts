@@ -6,16 +6,16 @@ export interface HubSubscriber {
   onEvent(ev: RawEvent): void;
   /** The kernel dropped a watch descriptor (directory deleted, unmounted, or removed). */
   onIgnored(wd: number): void;
-  /** The inotify instance failed (queue overflow, read error): terminal for every subscriber. */
+  /** The hub's inotify instance failed (queue overflow, read error): terminal for every subscriber of that hub. */
   onFail(message: string): void;
   /** Every event of one read has been delivered. */
   onBatchEnd(): void;
 }
 
 /**
- * One inotify instance shared by every watcher of the daemon, because the kernel allows only
- * a few instances per user (fs.inotify.max_user_instances, often 128). Watch descriptors are
- * per inode, so several watchers can share one; it is removed when its last subscriber leaves.
+ * One inotify instance shared by the watchers the pool (HubPool) gives it. Watch descriptors
+ * are per inode, so several watchers can share one; it is removed when its last subscriber
+ * leaves. A queue overflow loses events of this instance only: its watchers fail, no others.
  */
 export class InotifyHub {
   private handle: InotifyHandle | undefined;
@@ -27,6 +27,21 @@ export class InotifyHub {
   /** The addon's constants (loads the addon; throws when it is unavailable). */
   get constants(): InotifyAddon["constants"] {
     return this.load().constants;
+  }
+
+  /** How many watchers use this instance. */
+  get size(): number {
+    return this.members.size;
+  }
+
+  /** Whether the kernel instance is open. */
+  get isOpen(): boolean {
+    return this.handle !== undefined;
+  }
+
+  /** Opens the kernel instance now (throws EMFILE when the per-user instance limit is reached). */
+  open(): void {
+    this.handle ??= this.load().open((status) => this.onReadable(status));
   }
 
   /** Registers a subscriber for batch-end and failure notices. */
@@ -47,9 +62,8 @@ export class InotifyHub {
 
   /** Adds (or shares) a watch on `path`; throws the errno error (ENOSPC, ENOENT, ...). */
   add(sub: HubSubscriber, path: string, mask: number): number {
-    const addon = this.load();
-    this.handle ??= addon.open((status) => this.onReadable(status));
-    const wd = addon.addWatch(this.handle, path, mask);
+    this.open();
+    const wd = this.load().addWatch(this.handle!, path, mask);
     let subs = this.byWd.get(wd);
     if (!subs) this.byWd.set(wd, (subs = new Set()));
     subs.add(sub);
@@ -117,5 +131,65 @@ export class InotifyHub {
     if (this.handle) this.load().close(this.handle);
     this.handle = undefined;
     for (const sub of members) sub.onFail(message);
+  }
+}
+
+/** Most inotify instances the daemon opens: the kernel allows few per user (fs.inotify.max_user_instances, often 128). */
+export const MAX_INSTANCES = 16;
+
+/**
+ * The daemon's inotify instances: each new watcher gets an instance of its own while fewer than
+ * `max` exist, else the least used one. A queue overflow (or read error) of one instance then
+ * fails only the watchers on it, which may have lost events; every other watcher keeps going.
+ */
+export class HubPool {
+  private readonly hubs: InotifyHub[] = [];
+
+  constructor(
+    private readonly load: () => InotifyAddon = loadInotify,
+    private readonly max = MAX_INSTANCES,
+  ) {}
+
+  /** The addon's constants (loads the addon; throws when it is unavailable). */
+  get constants(): InotifyAddon["constants"] {
+    return this.load().constants;
+  }
+
+  /** The hub a new watcher should use (opened; throws only when no instance can be opened at all). */
+  pick(): InotifyHub {
+    this.load();
+    const idle = this.hubs.find((h) => h.size === 0);
+    const fresh = idle ?? (this.hubs.length < this.max ? this.add() : undefined);
+    if (fresh) {
+      try {
+        fresh.open();
+        return fresh;
+      } catch (err) {
+        // The per-user instance limit (others in the sandbox use inotify too): share an open one.
+        const shared = this.leastUsed((h) => h.isOpen);
+        if (!shared) throw err;
+        return shared;
+      }
+    }
+    const hub = this.leastUsed(() => true)!;
+    hub.open();
+    return hub;
+  }
+
+  /** Closes every instance; subscribers still joined are failed. */
+  close(): void {
+    for (const hub of this.hubs) hub.close();
+  }
+
+  private add(): InotifyHub {
+    const hub = new InotifyHub(this.load);
+    this.hubs.push(hub);
+    return hub;
+  }
+
+  private leastUsed(ok: (h: InotifyHub) => boolean): InotifyHub | undefined {
+    let best: InotifyHub | undefined;
+    for (const h of this.hubs) if (ok(h) && (!best || h.size < best.size)) best = h;
+    return best;
   }
 }

@@ -11,7 +11,10 @@ import { watchDirStream } from "./watch-stream.js";
 
 /** filesystem.Filesystem: thin table of RPCs; the work lives in the helpers beside this file. */
 export function createFilesystemService(deps: Deps): ServiceImpl<typeof Filesystem> & { close(): Promise<void> } {
-  const watchers = new WatcherRegistry(deps.config.maxWatchers, deps.users);
+  const watchers = new WatcherRegistry(deps.config.maxWatchers, deps.users, {
+    idleMs: deps.config.watcherIdleTimeoutMs,
+    onExpired: (id, idleMs) => deps.log.info({ watcherId: id, idleMs }, "polling watcher removed: not polled for the idle timeout"),
+  });
   const resolve = (path: string, ctx: HandlerContext) => {
     const user = requestUser(ctx, deps);
     return { user, path: expandAndResolve(path, user, deps.state.defaultWorkdir) };

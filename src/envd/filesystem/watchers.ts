@@ -2,8 +2,8 @@ import { randomInt } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
 import type { NameLookup } from "./entry-info.js";
-import { InotifyHub } from "./hub.js";
-import { DirWatch } from "./dir-watch.js";
+import { HubPool } from "./hub.js";
+import { addWatchError, DirWatch } from "./dir-watch.js";
 import { validateWatchPath } from "./watch-validate.js";
 
 /** What a client asks of a watch (WatchDirRequest / CreateWatcherRequest). */
@@ -25,18 +25,35 @@ export function newWatcherId(): string {
   return id;
 }
 
+/** How polling watchers expire. */
+export interface PollingOptions {
+  /** A polling watcher not polled (GetWatcherEvents) for this long is removed; 0: never. */
+  idleMs: number;
+  /** Told about each watcher removed for idleness. */
+  onExpired?: (id: string, idleMs: number) => void;
+}
+
+/** A polling watcher and the timer that removes it when nobody polls it. */
+interface Polled {
+  readonly watch: DirWatch;
+  readonly timer: NodeJS.Timeout | undefined;
+}
+
 /**
- * Every live watch of the daemon (WatchDir streams and polling watchers) over one shared
- * inotify hub, capped at `maxWatchers`; the polling ones are also indexed by id.
+ * Every live watch of the daemon (WatchDir streams and polling watchers) over a small pool of
+ * inotify instances, capped at `maxWatchers`; the polling ones are also indexed by id. A polling
+ * watcher outlives its request, so one that nobody polls for `idleMs` is removed: forgotten
+ * watchers cannot hold the cap (nor their kernel watches) for good.
  */
 export class WatcherRegistry {
-  private readonly hub = new InotifyHub();
+  private readonly hubs = new HubPool();
   private readonly live = new Set<DirWatch>();
-  private readonly polling = new Map<string, DirWatch>();
+  private readonly polling = new Map<string, Polled>();
 
   constructor(
     private readonly maxWatchers: number,
     private readonly names: NameLookup,
+    private readonly pollingOptions: PollingOptions = { idleMs: 0 },
   ) {}
 
   /** Validates `path`, then arms a watch on it; the caller owns it and must release() it. */
@@ -47,7 +64,7 @@ export class WatcherRegistry {
     }
     let watch: DirWatch;
     try {
-      watch = new DirWatch(this.hub, {
+      watch = new DirWatch(this.hubs.pick(), {
         root: path,
         recursive: req.recursive,
         includeEntry: req.includeEntry,
@@ -55,6 +72,8 @@ export class WatcherRegistry {
         maxPending: MAX_PENDING_EVENTS,
       });
     } catch (err) {
+      // No inotify instance could be opened at all: the per-user limit, a resource problem.
+      if ((err as NodeJS.ErrnoException).code === "EMFILE") throw addWatchError(path, err);
       throw new ConnectError(`filesystem watching is unavailable: ${(err as Error).message}`, Code.Internal, undefined, undefined, err);
     }
     this.live.add(watch);
@@ -78,35 +97,47 @@ export class WatcherRegistry {
     const watch = await this.open(path, req);
     let id = newWatcherId();
     while (this.polling.has(id)) id = newWatcherId();
-    this.polling.set(id, watch);
+    const { idleMs, onExpired } = this.pollingOptions;
+    const timer = idleMs > 0 ? setTimeout(() => this.expire(id, onExpired), idleMs) : undefined;
+    timer?.unref();
+    this.polling.set(id, { watch, timer });
     return id;
   }
 
   /** GetWatcherEvents: everything that happened since the last call (kernel queue read first). */
   events(id: string): FilesystemEvent[] {
-    const watch = this.lookup(id);
-    this.hub.flush();
-    return watch.drain();
+    const polled = this.lookup(id);
+    polled.timer?.refresh();
+    polled.watch.flush();
+    return polled.watch.drain();
   }
 
   /** RemoveWatcher: stops and forgets a polling watcher. */
   remove(id: string): void {
-    const watch = this.lookup(id);
+    const polled = this.lookup(id);
+    clearTimeout(polled.timer);
     this.polling.delete(id);
-    this.release(watch);
+    this.release(polled.watch);
   }
 
   /** Closes every watch (daemon shutdown); open WatchDir streams end with an error. */
   async close(): Promise<void> {
+    for (const polled of this.polling.values()) clearTimeout(polled.timer);
     this.polling.clear();
-    this.hub.close();
+    this.hubs.close();
     for (const watch of this.live) watch.close();
     this.live.clear();
   }
 
-  private lookup(id: string): DirWatch {
-    const watch = this.polling.get(id);
-    if (!watch) throw new ConnectError(`watcher with id ${id} not found`, Code.NotFound);
-    return watch;
+  private expire(id: string, onExpired: PollingOptions["onExpired"]): void {
+    if (!this.polling.has(id)) return;
+    this.remove(id);
+    onExpired?.(id, this.pollingOptions.idleMs);
+  }
+
+  private lookup(id: string): Polled {
+    const polled = this.polling.get(id);
+    if (!polled) throw new ConnectError(`watcher with id ${id} not found`, Code.NotFound);
+    return polled;
   }
 }

@@ -46,6 +46,7 @@ export class ProcessHandle {
   private bytesAfterExit = 0;
   private lifetimeTimer: NodeJS.Timeout | undefined;
   private endCallbacks: ((end: EndFields) => void)[] = [];
+  private outputsClosedCallbacks: (() => void)[] = [];
   private endResult: EndFields | undefined;
 
   constructor(
@@ -76,6 +77,17 @@ export class ProcessHandle {
   onEnd(cb: (end: EndFields) => void): void {
     if (this.endResult) cb(this.endResult);
     else this.endCallbacks.push(cb);
+  }
+
+  /** Whether envd still holds an output pipe of this process open (after the end: a background child keeps it). */
+  get outputsOpen(): boolean {
+    return this.openOutputs > 0;
+  }
+
+  /** Registers a callback for when every output stream has closed (called at once if they have). */
+  onOutputsClosed(cb: () => void): void {
+    if (this.openOutputs === 0) cb();
+    else this.outputsClosedCallbacks.push(cb);
   }
 
   /** Output was read from the process (before any coalescing); `data` delivers it later. */
@@ -116,6 +128,7 @@ export class ProcessHandle {
   /** One output stream reached EOF. */
   eof(): void {
     this.openOutputs = Math.max(0, this.openOutputs - 1);
+    if (this.openOutputs === 0) for (const cb of this.outputsClosedCallbacks.splice(0)) cb();
     this.maybeFinish();
   }
 

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { StartRequest } from "../gen/process/process_pb.js";
-import type { User } from "../auth/users.js";
+import { unapplicableIds, type User } from "../auth/users.js";
 import { expandAndResolve } from "../auth/paths.js";
 
 /** Everything needed to spawn one process, validated. */
@@ -65,6 +65,9 @@ export async function plan(req: StartRequest, ctx: PlanContext): Promise<SpawnPl
   if (config.cmd.includes("\0") || config.args.some((a) => a.includes("\0"))) {
     throw new ConnectError("process.cmd and process.args must not contain NUL bytes", Code.InvalidArgument);
   }
+  // Never start with ids the kernel or setpriv would read as "keep ours": the process would be root.
+  const badIds = unapplicableIds(ctx.user);
+  if (badIds) throw new ConnectError(`cannot start a process as user '${ctx.user.name}': ${badIds}`, Code.PermissionDenied);
   const lifetimeMs = parseLifetime(ctx.timeoutHeader);
   const env = buildEnv(ctx.user, ctx.path, ctx.injectedEnv, config.envs);
   checkEnv(env);

@@ -6,7 +6,7 @@ import type { ProcessHandle } from "./handle.js";
 import { signalName } from "./exit-status.js";
 import { PTY_CHUNK_BYTES } from "./limits.js";
 import { commandText, type SpawnPlan } from "./plan.js";
-import { execLine, type ExecTools } from "./wrapper.js";
+import { execLine, int32Id, type ExecTools } from "./wrapper.js";
 import { lazy } from "../lazy.js";
 
 // node-pty (and its native addon) is loaded by the first PTY start, not at start.
@@ -30,8 +30,8 @@ export function spawnOnPty(plan: SpawnPlan, tools: ExecTools, handle: ProcessHan
       cwd: plan.cwd,
       env: plan.env,
       encoding: null,
-      uid: line.uid,
-      gid: line.gid,
+      uid: int32Id(line.uid),
+      gid: int32Id(line.gid),
     });
   } catch (err) {
     throw new ConnectError(

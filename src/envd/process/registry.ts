@@ -24,17 +24,30 @@ export class ProcessRegistry {
   private readonly exits = new Map<number, RetainedExit>();
   /** Starts holding a slot (see reserve) that are not in `live` yet. */
   private starting = 0;
+  /**
+   * Ended processes whose output pipes a background child still holds open: envd keeps reading
+   * (and dropping) that output, so each holds two descriptors of the daemon and a slot until the
+   * pipes close, as the reference keeps such a process until EOF. Without counting them, a loop
+   * of `sh -c 'sleep 1000 &'` would exhaust the daemon's descriptors.
+   */
+  private readonly lingering = new Set<ProcessHandle>();
 
   constructor(
     private readonly maxLive: number,
     private readonly retentionMs = EXIT_RETENTION_MS,
   ) {}
 
-  /** Throws resource_exhausted when the live-process limit is reached. */
+  /** Throws resource_exhausted when the live-process limit is reached (lingering outputs count). */
   checkCapacity(): void {
-    if (this.live.size + this.starting >= this.maxLive) {
-      throw new ConnectError(`too many processes: the limit of ${this.maxLive} live processes is reached`, Code.ResourceExhausted);
-    }
+    if (this.live.size + this.starting + this.lingering.size < this.maxLive) return;
+    const held = this.lingering.size;
+    const why = held > 0 ? ` (${held} of them ended, but background children they left hold their output open; end those children to free the slots)` : "";
+    throw new ConnectError(`too many processes: the limit of ${this.maxLive} live processes is reached${why}`, Code.ResourceExhausted);
+  }
+
+  /** How many ended processes still hold their output pipes open. */
+  get lingeringCount(): number {
+    return this.lingering.size;
   }
 
   /**
@@ -97,6 +110,8 @@ export class ProcessRegistry {
   close(): void {
     for (const e of this.exits.values()) clearTimeout(e.timer);
     this.exits.clear();
+    for (const h of this.lingering) h.release();
+    this.lingering.clear();
   }
 
   private ended(handle: ProcessHandle, end: EndFields): void {
@@ -110,6 +125,10 @@ export class ProcessRegistry {
     }, this.retentionMs);
     exit.timer.unref();
     this.exits.set(pid, exit);
+    if (handle.outputsOpen) {
+      this.lingering.add(handle);
+      handle.onOutputsClosed(() => this.lingering.delete(handle));
+    }
   }
 
   private dropExit(pid: number): void {

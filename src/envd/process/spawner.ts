@@ -6,7 +6,7 @@ import type { Readable, Writable } from "node:stream";
 import { addonExtra } from "../system/addon.js";
 import type { SpawnPlan } from "./plan.js";
 import { SlabReader } from "./read-slabs.js";
-import type { ExecLine } from "./wrapper.js";
+import { int32Id, type ExecLine } from "./wrapper.js";
 
 /** Which output a stream carries. */
 export type OutputKind = "stdout" | "stderr";
@@ -102,7 +102,7 @@ function nativeChild(plan: SpawnPlan, line: ExecLine): Child {
 function spawnOrThrow(line: ExecLine, plan: SpawnPlan, fds: number[], onExit: (code: number, signal: number) => void): number {
   const env = Object.entries(plan.env).map(([k, v]) => `${k}=${v}`);
   try {
-    return addonExtra("spawn")!(line.file, [line.file, ...line.args], env, plan.cwd, line.uid ?? -1, line.gid ?? -1, fds, true, onExit, line.options);
+    return addonExtra("spawn")!(line.file, [line.file, ...line.args], env, plan.cwd, line.uid ?? null, line.gid ?? null, fds, true, onExit, line.options);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? "EINVAL";
     throw Object.assign(new Error(`spawn ${line.file} ${code}`), { code, errno: (e as NodeJS.ErrnoException).errno, syscall: `spawn ${line.file}`, path: line.file });
@@ -152,8 +152,8 @@ async function nodeChild(plan: SpawnPlan, line: ExecLine): Promise<Child> {
     env: plan.env,
     detached: true,
     stdio: [plan.stdin ? "pipe" : "ignore", "pipe", "pipe"],
-    uid: line.uid,
-    gid: line.gid,
+    uid: int32Id(line.uid),
+    gid: int32Id(line.gid),
   });
   if (child.pid === undefined) throw await new Promise<Error>((resolve) => child.once("error", resolve));
   child.on("error", () => undefined); // later errors (a failed kill) are reported where they happen

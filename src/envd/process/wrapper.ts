@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { getPriority } from "node:os";
 import { delimiter, join } from "node:path";
-import type { User } from "../auth/users.js";
+import { isApplicableId, type User } from "../auth/users.js";
 import type { SpawnOptions } from "../system/addon.js";
 
 /** The helper programs the exec wrapper uses, found once at start (absent ones are skipped). */
@@ -39,6 +39,17 @@ const IOPRIO_BEST_EFFORT_4 = (2 << 13) | 4;
 // makes the last exec fail with exit code 127.
 const SCRIPT = '{ echo 100 > /proc/self/oom_score_adj; } 2>/dev/null; exec "$@"';
 const SCRIPT_UNSET_TERM = "unset TERM; " + SCRIPT;
+
+/**
+ * An id as Node's spawn and node-pty take it: a signed 32-bit integer, which both cast to the
+ * unsigned uid_t (so 3000000000 goes as -1294967296). Throws for an id that cannot be applied
+ * (2^32 - 1 would become -1, "keep root's"): plan() refuses such users before any spawn.
+ */
+export function int32Id(id: number | undefined): number | undefined {
+  if (id === undefined) return undefined;
+  if (!isApplicableId(id)) throw Object.assign(new Error(`id ${id} cannot be applied to a process`), { code: "EINVAL" });
+  return id | 0;
+}
 
 /** Finds an executable on `path` (a PATH-style list); undefined when absent. */
 export function which(name: string, path: string): string | undefined {

@@ -24,7 +24,7 @@ export interface AddonExtras {
   base64Decode(src: Uint8Array, dst: Uint8Array): number;
   /**
    * Starts `file` (PATH-searched in `envp`) without forking envd (native/inotify/spawn.c); uid/gid
-   * -1 keep ours, cwd "" keeps ours; `fds` become the child's stdin/stdout/stderr. Returns the
+   * null keep ours (any other value must be an id from 0 to 2^32 - 2, else a RangeError), cwd "" keeps ours; `fds` become the child's stdin/stdout/stderr. Returns the
    * pid; throws an Error coded with the errno name when it cannot exec. `onExit` gets the exit
    * code (-1 when killed) and the signal number (0 when it exited). `options` set, in the child
    * before exec, its supplementary groups (without them a change of uid or gid drops them all),
@@ -35,8 +35,8 @@ export interface AddonExtras {
     argv: string[],
     envp: string[],
     cwd: string,
-    uid: number,
-    gid: number,
+    uid: number | null,
+    gid: number | null,
     fds: number[],
     setsid: boolean,
     onExit: (code: number, signal: number) => void,

@@ -29,7 +29,7 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Run with the systemd unit's priorities (packaging/envd.service: Nice=-20, realtime IO class 4). */
   unitPriorities?: boolean;
-  /** A command the daemon is started through (e.g. ["prlimit", "--nofile=64"]); it must exec envd. */
+  /** A command the daemon is started through (it must exec its arguments, so the pid stays the daemon's). */
   prefix?: string[];
 }
 
