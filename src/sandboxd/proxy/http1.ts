@@ -31,6 +31,8 @@ export function connectTimeout(socket: Socket, ms: number): void {
  */
 export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, agent: Agent, limits: ProxyLimits, done: (status: number | ProxyError) => void): void {
   let settled = false;
+  // Set once the whole answer is handed to the client; a close before that is the client leaving.
+  let answered = false;
   const finish = (what: number | ProxyError) => {
     if (settled) return;
     settled = true;
@@ -41,6 +43,7 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
   upReq.on("error", (err) => {
     if (!res.headersSent) {
       const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
+      answered = true;
       sendError(req, res, e);
       finish(e);
     } else {
@@ -54,6 +57,7 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
     upRes.on("end", () => {
       const trailers = endToEnd(upRes.trailers);
       if (Object.keys(trailers).length > 0) res.addTrailers(trailers as Record<string, string>);
+      answered = true;
       res.end();
       finish(upRes.statusCode ?? 502);
     });
@@ -64,7 +68,7 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
   });
   // A client that goes away mid-request or mid-answer takes the upstream request with it.
   res.on("close", () => {
-    if (!res.writableFinished) upReq.destroy();
+    if (!answered) upReq.destroy();
     finish(res.statusCode);
   });
   req.on("error", () => upReq.destroy());

@@ -63,6 +63,8 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
     return;
   }
   let trailers: IncomingHttpHeaders | undefined;
+  // Set once the whole answer is handed to the client; a close before that is the client leaving.
+  let answered = false;
   stream.on("response", (headers) => {
     const status = Number(headers[":status"] ?? 502);
     res.writeHead(status, endToEnd(headers) as Record<string, string>);
@@ -71,34 +73,43 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
   stream.on("trailers", (t) => (trailers = t));
   stream.on("end", () => {
     if (!res.headersSent) return;
+    // A reset also ends the readable side; it must reach the client as a reset, not a clean end.
+    if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) {
+      if (!res.stream.destroyed) res.stream.close(stream.rstCode);
+      finish(res.statusCode);
+      return;
+    }
     if (trailers) {
       const t = endToEnd(trailers);
       if (Object.keys(t).length > 0) res.addTrailers(t as Record<string, string>);
     }
+    answered = true;
     res.end();
     finish(res.statusCode);
   });
   stream.on("error", (err) => {
     if (!res.headersSent) {
       const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
+      answered = true;
       sendError(req, res, e);
       finish(e);
     }
   });
   stream.on("close", () => {
     // An upstream reset after the answer began resets the client's stream with the same code.
-    if (res.headersSent && !res.writableEnded) {
+    if (res.headersSent && !answered) {
       const code = stream.rstCode && stream.rstCode !== constants.NGHTTP2_NO_ERROR ? stream.rstCode : constants.NGHTTP2_INTERNAL_ERROR;
       if (!res.stream.destroyed) res.stream.close(code);
       finish(res.statusCode);
     } else if (!res.headersSent && !settled) {
       const e = badGateway(up.sandboxID, up.port);
+      answered = true;
       sendError(req, res, e);
       finish(e);
     }
   });
   res.on("close", () => {
-    if (!res.writableFinished && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+    if (!answered && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
     finish(res.statusCode);
   });
   req.on("error", () => {

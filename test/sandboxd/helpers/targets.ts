@@ -70,7 +70,7 @@ export async function startH2cTarget(): Promise<{ port: number; server: Http2Ser
     if (path === "/reset-after-headers") {
       stream.respond({ ":status": 200 });
       stream.write("partial");
-      setTimeout(() => stream.close(0x2), 50);
+      setTimeout(() => stream.destroy(new Error("the target gives up")), 50);
       return;
     }
     stream.respond({ ":status": 200, "content-type": "application/json" });
