@@ -24,9 +24,18 @@ npx esbuild src/envd/main.ts --bundle --platform=node --target=node20 --format=c
   --banner:js='#!/usr/bin/env node'
 chmod +x dist/envd
 
+# sandboxd, the control plane: one CommonJS file for Node 24 (node:sqlite built in), no native addon.
+npx esbuild src/sandboxd/main.ts --bundle --platform=node --target=node24 --format=cjs \
+  --outfile=dist/sandboxd --log-level=warning \
+  --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
+  --define:SANDBOXD_VERSION="\"$VERSION\"" --define:import.meta.url=undefined \
+  --banner:js='#!/usr/bin/env node'
+chmod +x dist/sandboxd
+
 # ---- Packaging (issue 7; owned by the packaging helper) ----
 # `./build.sh --artifact` also builds dist/envd-<version>-linux-<arch>.tar.gz: the daemon as a Node
 # single executable (no Node needed in the image), its addons, envd.service and install.sh.
 if [ "${1:-}" = "--artifact" ]; then
   node scripts/package-sea.mjs
+  node scripts/package-sandboxd.mjs
 fi
