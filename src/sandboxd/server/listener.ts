@@ -37,12 +37,14 @@ export function createListener(opts: { key: Buffer; cert: Buffer; dispatcher: Di
   server.on("upgrade", (req, socket: Socket, head: Buffer) => dispatcher.upgrade(req, socket, head));
   server.on("session", (session: Http2Session) => {
     sessions.add(session);
+    // HTTP/2 frames bypass the socket's JavaScript reads, so idleness is the session's to measure.
+    session.setTimeout(IDLE_TIMEOUT_MS, () => session.close());
     session.on("close", () => sessions.delete(session));
     session.on("error", (err) => log.debug({ err: err.message }, "http2 session error"));
   });
-  server.on("secureConnection", (socket: Socket) => {
+  server.on("secureConnection", (socket: Socket & { alpnProtocol?: string | false }) => {
     sockets.add(socket);
-    socket.setTimeout(IDLE_TIMEOUT_MS, () => socket.destroy());
+    if (socket.alpnProtocol !== "h2") socket.setTimeout(IDLE_TIMEOUT_MS, () => socket.destroy());
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => undefined);
   });
