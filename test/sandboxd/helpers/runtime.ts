@@ -135,6 +135,8 @@ export function processClient(ip: string): Client<typeof Process> {
 /** What a command run through envd printed and how it ended. */
 export interface CmdResult {
   exitCode: number;
+  /** envd's status line, e.g. "exit status 1" or "signal: killed". */
+  status: string;
   stdout: string;
   stderr: string;
 }
@@ -145,6 +147,7 @@ export async function sh(ip: string, script: string, opts: { user?: string; time
   let stdout = "";
   let stderr = "";
   let exitCode = -1;
+  let status = "no end event";
   const dec = new TextDecoder();
   const stream = processClient(ip).start(
     { process: { cmd: "/bin/bash", args: ["-c", script], envs: {} } },
@@ -155,9 +158,12 @@ export async function sh(ip: string, script: string, opts: { user?: string; time
     if (ev?.case === "data") {
       if (ev.value.output.case === "stdout") stdout += dec.decode(ev.value.output.value);
       if (ev.value.output.case === "stderr") stderr += dec.decode(ev.value.output.value);
-    } else if (ev?.case === "end") exitCode = ev.value.exitCode;
+    } else if (ev?.case === "end") {
+      exitCode = ev.value.exitCode;
+      status = ev.value.status;
+    }
   }
-  return { exitCode, stdout, stderr };
+  return { exitCode, status, stdout, stderr };
 }
 
 /** GET /health of envd; the status, or the error's name when it does not answer within `ms`. */
