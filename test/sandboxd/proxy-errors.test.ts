@@ -4,6 +4,17 @@ import { connect as tlsConnect } from "node:tls";
 import { DOMAIN, startFront, target, type Front } from "./helpers/proxy-front.js";
 import { closedPort, startHttp1Target } from "./helpers/targets.js";
 
+/** Sends raw bytes over TLS to the front; resolves with everything it answered. */
+function rawRequest(front: Front, bytes: string): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const sock = tlsConnect({ host: "127.0.0.1", port: front.port, ca: front.ca, servername: `x.${DOMAIN}`, ALPNProtocols: ["http/1.1"] }, () => sock.write(bytes));
+    let out = "";
+    sock.on("data", (c: Buffer) => (out += c.toString("latin1")));
+    sock.on("close", () => resolve(out));
+    sock.on("error", () => resolve(out));
+  });
+}
+
 describe("proxy error answers", () => {
   let front: Front;
   let app: Awaited<ReturnType<typeof startHttp1Target>>;
@@ -97,6 +108,12 @@ describe("proxy error answers", () => {
     const h2 = await front.h2(s, host(envd.port, "irunning"), "/init", { method: "POST", body: "{}" });
     assert.equal(h2.status, 404);
     s.close();
+    assert.equal(envd.seen.length, before);
+    // An absolute-form target is routed by its path behind us, so it is checked by its path too.
+    const absolute = await rawRequest(front, `POST http://anything/init HTTP/1.1\r\nHost: ${host(envd.port, "irunning")}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+    assert.match(absolute, /^HTTP\/1.1 404/);
+    const star = await rawRequest(front, `OPTIONS * HTTP/1.1\r\nHost: ${host(envd.port, "irunning")}\r\nConnection: close\r\n\r\n`);
+    assert.match(star, /^HTTP\/1.1 400/);
     assert.equal(envd.seen.length, before);
     // The same paths on an app's port belong to the app.
     const appInit = await front.h1(host(app.port, "irunning"), "/init");

@@ -41,6 +41,11 @@ export function internalRoute(sandboxId: string): ProxyError {
   return { status: 404, body: { sandboxId, message: "This path of the sandbox is not available through the proxy", code: 404 } };
 }
 
+/** 400 for a request target that is not a path (`*`, authority form, a malformed URL). */
+export function badRequestTarget(sandboxId: string): ProxyError {
+  return { status: 400, body: { sandboxId, message: "The request target must be a path", code: 400 } };
+}
+
 /** 429 when a sandbox already has as many requests in flight as the proxy allows it. */
 export function tooManyConnections(sandboxId: string): ProxyError {
   return { status: 429, body: { sandboxId, message: "The sandbox has too many concurrent connections", code: 429 } };

@@ -29,6 +29,23 @@ export function normalizePath(rawPath: string): string | undefined {
   return ("/" + out.join("/")).toLowerCase();
 }
 
+/**
+ * The request target in origin form (`/path?query`): an absolute-form target (`http://h/init`)
+ * is cut to its path, since a server behind us would route on that path; anything else (`*`,
+ * authority form, garbage) is undefined and refused.
+ */
+export function originForm(target: string | undefined): string | undefined {
+  if (!target) return undefined;
+  if (target.startsWith("/")) return target;
+  if (!/^https?:\/\//i.test(target)) return undefined;
+  try {
+    const u = new URL(target);
+    return u.pathname + u.search;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether a path names one of envd's internal routes (or something under one). */
 export function isInternalPath(rawPath: string): boolean {
   const p = normalizePath(rawPath);

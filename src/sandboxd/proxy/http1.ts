@@ -9,6 +9,8 @@ export interface Upstream {
   sandboxID: string;
   ip: string;
   port: number;
+  /** The request target in origin form, as checked. */
+  path: string;
   headers: Record<string, string | string[] | number | undefined>;
 }
 
@@ -38,7 +40,7 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
     settled = true;
     done(what);
   };
-  const upReq = request({ host: up.ip, port: up.port, method: req.method, path: req.url, headers: up.headers, agent, setHost: false });
+  const upReq = request({ host: up.ip, port: up.port, method: req.method, path: up.path, headers: up.headers, agent, setHost: false });
   upReq.on("socket", (s) => connectTimeout(s, limits.connectTimeoutMs));
   upReq.on("error", (err) => {
     if (!res.headersSent) {

@@ -55,7 +55,7 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
   let stream;
   try {
     const session = pool.session(up.ip, up.port);
-    stream = session.request({ ":method": req.method, ":path": req.url, ":scheme": "http", ...up.headers }, { endStream: false });
+    stream = session.request({ ":method": req.method, ":path": up.path, ":scheme": "http", ...up.headers }, { endStream: false });
   } catch (err) {
     const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
     sendError(req, res, e);

@@ -3,8 +3,8 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../log.js";
 import { DEFAULT_LIMITS, type ProxyLimits } from "./dial.js";
-import { sandboxNotFound, sendError, tooManyConnections, type AnyRequest, type AnyResponse, type ProxyError } from "./errors.js";
-import { refusal } from "./guard.js";
+import { badRequestTarget, sandboxNotFound, sendError, tooManyConnections, type AnyRequest, type AnyResponse, type ProxyError } from "./errors.js";
+import { originForm, refusal } from "./guard.js";
 import { requestHeaders, upstreamHost } from "./headers.js";
 import { createAgent, forwardHttp1, type Upstream } from "./http1.js";
 import { forwardHttp2, H2cPool } from "./http2.js";
@@ -32,7 +32,9 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
   const admit = (req: AnyRequest, route: Route): { target: RouteTarget; up: Upstream; release: () => void } | ProxyError => {
     const target = index.lookup(route.sandboxID);
     if (!target || target.state !== "running") return sandboxNotFound(route.sandboxID);
-    const refused = refusal(target, route.port, req.url ?? "/", req.headers);
+    const path = originForm(req.url);
+    if (path === undefined) return badRequestTarget(route.sandboxID);
+    const refused = refusal(target, route.port, path, req.headers);
     if (refused) return refused;
     const release = inFlight.acquire(target.sandboxID);
     if (!release) return tooManyConnections(target.sandboxID);
@@ -41,7 +43,7 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     const headers = requestHeaders(req.headers, clientHost, req.socket?.remoteAddress);
     if (req.httpVersionMajor === 2) headers[":authority"] = host;
     else headers["host"] = host;
-    return { target, up: { sandboxID: target.sandboxID, ip: target.ip, port: route.port, headers }, release };
+    return { target, up: { sandboxID: target.sandboxID, ip: target.ip, port: route.port, path, headers }, release };
   };
 
   const logDone = (req: AnyRequest, route: Route, t0: number) => (what: number | ProxyError) => {

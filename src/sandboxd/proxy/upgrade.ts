@@ -47,7 +47,7 @@ export function forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffe
     finished = true;
     done();
   };
-  const upReq = request({ host: up.ip, port: up.port, method: req.method, path: req.url, headers: up.headers, agent: false, setHost: false });
+  const upReq = request({ host: up.ip, port: up.port, method: req.method, path: up.path, headers: up.headers, agent: false, setHost: false });
   upReq.on("socket", (s) => connectTimeout(s, limits.connectTimeoutMs));
   socket.on("error", () => upReq.destroy());
   socket.on("close", () => {
