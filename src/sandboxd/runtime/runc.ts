@@ -94,7 +94,11 @@ class RuncRuntime implements Runtime {
   }
 
   create(spec: SandboxSpec, signal?: AbortSignal): Promise<SandboxAddress> {
-    checkSpec(spec);
+    try {
+      checkSpec(spec);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     return this.serial(spec.sandboxID, async () => {
       const id = spec.sandboxID;
       if (this.records.get(id) || existsSync(this.dirOf(id))) throw new Error(`sandbox ${id} already exists`);

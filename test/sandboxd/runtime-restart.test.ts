@@ -1,0 +1,91 @@
+// The runc runtime across sandboxd restarts and failures: a new instance on the same data dir
+// finds running sandboxes, removes what a crash left half-made, and a failed or aborted create
+// leaves nothing behind.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { createRuncRuntime } from "../../src/sandboxd/runtime/runc.js";
+import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
+
+const skip = skipReason();
+
+describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
+  let t: TestRuntime;
+
+  before(async () => {
+    t = await testRuntime(205);
+  });
+  after(async () => {
+    await t?.cleanup();
+  });
+
+  test("a runtime made anew on the same data dir lists the running sandbox and can remove it", async () => {
+    const spec = t.spec();
+    const sb = await t.rt.create(spec);
+    await sh(sb.ip, "echo kept > /root/f");
+    const again = createRuncRuntime(t.opts);
+    assert.deepEqual(await again.list(), [{ sandboxID: spec.sandboxID, ip: sb.ip, envdPort: 49983, status: "running" }]);
+    assert.equal((await sh(sb.ip, "cat /root/f")).stdout, "kept\n");
+    await again.freeze(spec.sandboxID);
+    assert.equal((await t.rt.list())[0].status, "paused");
+    await again.remove(spec.sandboxID);
+    assert.deepEqual(await t.rt.list(), []);
+    assert.deepEqual(leftovers(t.dataDir), []);
+  });
+
+  test("sweep removes what is not kept (a dead container's leftovers too) and keeps the rest", async () => {
+    const keep = t.spec();
+    const dead = t.spec();
+    const other = t.spec();
+    const [a, , c] = await Promise.all([t.rt.create(keep), t.rt.create(dead), t.rt.create(other)]);
+    // the container dies under a stopped sandboxd: its mount, veth, slot and files stay
+    execFileSync("runc", ["--root", join(t.dataDir, "runc"), "kill", dead.sandboxID, "KILL"]);
+    for (let i = 0; i < 50 && (await t.rt.list()).find((s) => s.sandboxID === dead.sandboxID)?.status !== "stopped"; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const restarted = createRuncRuntime(t.opts);
+    const seen = new Map((await restarted.list()).map((s) => [s.sandboxID, s.status]));
+    assert.equal(seen.get(dead.sandboxID), "stopped");
+    assert.equal(seen.get(keep.sandboxID), "running");
+    await restarted.sweep(new Set([keep.sandboxID]));
+    assert.deepEqual((await restarted.list()).map((s) => s.sandboxID), [keep.sandboxID]);
+    assert.equal(await health(a.ip), 204);
+    assert.notEqual(await health(c.ip, 500), 204);
+    for (const id of [dead.sandboxID, other.sandboxID]) assert.deepEqual(cgroupDirsLike(id), []);
+    await restarted.remove(keep.sandboxID);
+    assert.deepEqual(leftovers(t.dataDir), []);
+  });
+
+  test("a create that fails (envd cannot start) cleans up and names the cause", async () => {
+    const broken = createRuncRuntime({ ...t.opts, envdDir: "/nonexistent-envd", startTimeoutMs: 5000 });
+    const spec = t.spec();
+    await assert.rejects(broken.create(spec), (err: Error) => {
+      assert.match(err.message, /nonexistent-envd|no such file/i);
+      return true;
+    });
+    assert.deepEqual(await t.rt.list(), []);
+    assert.deepEqual(leftovers(t.dataDir), []);
+    assert.deepEqual(cgroupDirsLike(spec.sandboxID), []);
+  });
+
+  test("an aborted create cleans up", async () => {
+    const spec = t.spec();
+    const ac = new AbortController();
+    const p = t.rt.create(spec, ac.signal);
+    setTimeout(() => ac.abort(), 150);
+    await assert.rejects(p);
+    assert.deepEqual(await t.rt.list(), []);
+    assert.deepEqual(leftovers(t.dataDir), []);
+    assert.deepEqual(cgroupDirsLike(spec.sandboxID), []);
+  });
+
+  test("bad specs are refused with the field named; removing an unknown ID succeeds", async () => {
+    await assert.rejects(t.rt.create(t.spec({ sandboxID: "../etc" })), /sandbox ID/);
+    await assert.rejects(t.rt.create(t.spec({ memoryMB: 8 })), /memoryMB/);
+    await assert.rejects(t.rt.create(t.spec({ cpuCount: 0 })), /cpuCount/);
+    await assert.rejects(t.rt.create(t.spec({ rootfs: "/nonexistent" })), /rootfs/);
+    await t.rt.remove("inothere");
+    await t.rt.remove("../../etc");
+  });
+});
