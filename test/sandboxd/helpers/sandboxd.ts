@@ -55,10 +55,13 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Takes a /24 of 10.12.0.0/16 no other live test process holds (a lock directory per range). */
+/**
+ * Takes a /24 of 10.12.0.0/17 no other live test process holds (a lock directory per range);
+ * 10.12.200.0 and up are the runtime tests' fixed ranges.
+ */
 function takeNetwork(): { cidr: string; release(): void } {
   mkdirSync(NETS, { recursive: true });
-  for (let n = 0; n < 250; n++) {
+  for (let n = 0; n < 200; n++) {
     const dir = join(NETS, String(n));
     try {
       mkdirSync(dir);
