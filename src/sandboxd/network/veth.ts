@@ -19,21 +19,22 @@ export function hostVethName(instanceKey: string, sandboxID: string): string {
  */
 export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean }): Promise<void> {
   const { pid, hostVeth, slot } = p;
-  await mustExec("ip", ["-batch", "-"], {
-    input:
-      `link add ${hostVeth} type veth peer name eth0 netns ${pid}\n` +
-      `addr add ${slot.hostIp}/${slot.prefixLength} dev ${hostVeth}\n` +
-      `link set ${hostVeth} up\n`,
-  });
-  // The firewall goes in before the interface comes up: no packet passes unfiltered.
-  await mustExec("nsenter", ["-t", String(pid), "-n", "nft", "-f", "-"], { input: sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress }) });
-  await mustExec("nsenter", ["-t", String(pid), "-n", "ip", "-batch", "-"], {
-    input:
-      "link set lo up\n" +
-      `addr add ${slot.ip}/${slot.prefixLength} dev eth0\n` +
-      "link set eth0 up\n" +
-      `route add default via ${slot.hostIp} dev eth0\n`,
-  });
+  const inNetns = (cmd: string[], input: string) => mustExec("nsenter", ["-t", String(pid), "-n", ...cmd], { input });
+  // The firewall goes in while the host makes the pair (they touch different namespaces), and
+  // before the sandbox's interface comes up: no packet passes unfiltered.
+  await Promise.all([
+    mustExec("ip", ["-batch", "-"], {
+      input:
+        `link add ${hostVeth} type veth peer name eth0 netns ${pid}\n` +
+        `addr add ${slot.hostIp}/${slot.prefixLength} dev ${hostVeth}\n` +
+        `link set ${hostVeth} up\n`,
+    }),
+    inNetns(["nft", "-f", "-"], sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress })),
+  ]);
+  await inNetns(
+    ["ip", "-batch", "-"],
+    "link set lo up\n" + `addr add ${slot.ip}/${slot.prefixLength} dev eth0\n` + "link set eth0 up\n" + `route add default via ${slot.hostIp} dev eth0\n`,
+  );
 }
 
 /** Deletes the host end (and with it the peer) when it still exists. */

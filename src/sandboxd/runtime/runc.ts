@@ -116,6 +116,7 @@ class RuncRuntime implements Runtime {
 
   /** The steps of create, in an order that leaves a record of every resource before it is made. */
   private async make(spec: SandboxSpec, signal?: AbortSignal): Promise<SandboxAddress> {
+    const t0 = Date.now();
     const id = spec.sandboxID;
     const dir = this.dirOf(id);
     if (this.opts.egressInterface) await this.ensureEgress(this.opts.egressInterface);
@@ -141,11 +142,13 @@ class RuncRuntime implements Runtime {
     writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 1));
     signal?.throwIfAborted();
     const log = join(dir, "console.log");
+    const tCreate = Date.now();
     try {
       await this.runc.create(id, dir, join(dir, "pid"), log);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${tail(log)}`);
     }
+    const tRunc = Date.now();
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
     // PID 1, the restart loop and envd are the last the OOM killer picks (envd raises its children
     // to 100). Set from the host: runc would write it inside the user namespace, where lowering
@@ -156,14 +159,18 @@ class RuncRuntime implements Runtime {
     } catch (err) {
       this.opts.log.debug({ sandboxID: id, err: (err as Error).message }, "cannot protect envd from the OOM killer on this host");
     }
-    await attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface });
+    // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
+    // sandbox's user controls runs before create() resolves, by which time the firewall is in.
+    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface }).then(() => Date.now());
+    const started = this.runc.verb("start", id).then(() => Date.now());
+    const [tNet, tStart] = await Promise.all([wired, started]);
     signal?.throwIfAborted();
-    await this.runc.verb("start", id);
     await waitForPort({
       host: slot.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
       alive: async () => (await this.runc.state(id))?.status === "running",
       why: () => `envd's output:\n${tail(log)}`,
     });
+    this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcCreateMs: tRunc - tCreate, networkMs: tNet - tRunc, runcStartMs: tStart - tRunc, envdMs: Date.now() - Math.max(tNet, tStart) }, "create phases");
     return { sandboxID: id, ip: slot.ip, envdPort: ENVD_PORT };
   }
 
