@@ -3,12 +3,30 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:net";
-import { statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { SandboxAddress } from "../../src/sandboxd/runtime/runtime.js";
 import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
 
 const skip = skipReason();
+
+/** The host end's veth name, from the runtime's record of the sandbox. */
+function vethOf(dataDir: string, id: string): string {
+  return (JSON.parse(readFileSync(join(dataDir, "runtime", "sandboxes", `${id}.json`), "utf8")) as { hostVeth: string }).hostVeth;
+}
+
+/** The usable (non-tentative) IPv6 link-local address of a host interface, waiting for DAD; undefined without IPv6. */
+async function hostLinkLocal(dev: string): Promise<string | undefined> {
+  for (let i = 0; i < 40; i++) {
+    const out = spawnSync("ip", ["-6", "-o", "addr", "show", "dev", dev, "scope", "link"], { encoding: "utf8" }).stdout ?? "";
+    const m = /inet6 (fe80::[0-9a-f:]+)\/64/.exec(out);
+    if (m && !/tentative/.test(out)) return m[1];
+    if (!m && i > 10) return undefined;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return undefined;
+}
 
 describe("runc runtime: isolation", { skip }, () => {
   let t: TestRuntime;
@@ -99,6 +117,13 @@ describe("runc runtime: isolation", { skip }, () => {
       assert.equal((await probe(hostEnd, pHost)).stdout.trim(), "closed");
       assert.equal((await probe("127.0.0.1", pLo)).stdout.trim(), "closed");
       assert.equal((await probe("10.12.202.1", pHost)).stdout.trim(), "closed");
+      // nor over IPv6 to the host end's link-local address (the veth has one when the host runs IPv6)
+      const v6 = await hostLinkLocal(vethOf(t.dataDir, id));
+      if (v6) {
+        const p6 = await listen("::");
+        const py = `import socket\ntry:\n    socket.create_connection(("${v6}%eth0", ${p6}), timeout=3); print("open")\nexcept OSError: print("closed")`;
+        assert.equal((await sh(sb.ip, `python3 - <<'EOF'\n${py}\nEOF`)).stdout.trim(), "closed");
+      }
       assert.equal(accepted, 0);
       // and the host can still dial the sandbox (what the proxy does)
       assert.equal(await health(sb.ip), 204);
