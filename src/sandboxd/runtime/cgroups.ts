@@ -13,11 +13,6 @@ export function cgroupMounts(): string[] {
     .filter((m): m is string => !!m);
 }
 
-/** Whether this host runs the v2 unified hierarchy only (otherwise v1 or hybrid). */
-export function isCgroupV2Only(): boolean {
-  return cgroupMounts().length === 1 && cgroupMounts()[0] === "/sys/fs/cgroup";
-}
-
 /** The cgroup directories of `path` (relative to each hierarchy's root) that exist now. */
 export function existingCgroupDirs(path: string): string[] {
   return cgroupMounts()
