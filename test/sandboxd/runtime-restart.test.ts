@@ -3,7 +3,7 @@
 // leaves nothing behind.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { createRuncRuntime } from "../../src/sandboxd/runtime/runc.js";
 import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
@@ -55,6 +55,24 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
     for (const id of [dead.sandboxID, other.sandboxID]) assert.deepEqual(cgroupDirsLike(id), []);
     await restarted.remove(keep.sandboxID);
     assert.deepEqual(leftovers(t.dataDir), []);
+  });
+
+  test("a sandboxd killed -9 during create leaves nothing once a new instance sweeps", async () => {
+    const child = join(import.meta.dirname, "helpers", "runtime-child.js");
+    for (const ms of [150, 400, 700, 1000]) {
+      const spec = t.spec();
+      const proc = spawn(process.execPath, [child, t.dataDir, t.opts.envdDir, t.opts.networkCidr, spec.rootfs, spec.sandboxID], { stdio: "ignore" });
+      await new Promise((r) => setTimeout(r, ms));
+      proc.kill("SIGKILL");
+      await new Promise((r) => proc.once("exit", r));
+      // tools it had started (runc, ip, nsenter) finish on their own, as they would after a crash
+      for (let i = 0; i < 100 && spawnSync("pgrep", ["-f", t.dataDir]).status === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      const restarted = createRuncRuntime(t.opts);
+      await restarted.sweep(new Set());
+      assert.deepEqual(await restarted.list(), [], `after a kill at ${ms} ms`);
+      assert.deepEqual(leftovers(t.dataDir), [], `after a kill at ${ms} ms`);
+      assert.deepEqual(cgroupDirsLike(spec.sandboxID), [], `after a kill at ${ms} ms`);
+    }
   });
 
   test("a create that fails (envd cannot start) cleans up and names the cause", async () => {
