@@ -7,6 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:net";
 import { slotAt } from "../../src/sandboxd/network/ipam.js";
 import { attachSlot, detachSlot } from "../../src/sandboxd/network/veth.js";
+import { egressRuleset, egressTableName } from "../../src/sandboxd/network/egress.js";
 import { skipReason } from "./helpers/runtime.js";
 
 /** Destinations added to the host end: one private, shared, link-local, and one public (TEST-NET-2). */
@@ -61,6 +62,15 @@ describe("sandbox firewall", { skip: skipReason() }, () => {
     assert.equal(accepted, before);
     assert.equal(ns.allow(port), 0);
     assert.equal(ns.probe(ns.slot.hostIp), "open", "a port in host_tcp is reachable on the host end");
+  });
+
+  test("the host's egress table (NAT out of one interface) is valid nft, checked without applying it", () => {
+    const table = egressTableName("0123456789");
+    const script = `table ip ${table}\ndelete table ip ${table}\n${egressRuleset({ table, cidr: "10.12.207.0/24", iface: "eth0" })}`;
+    const r = spawnSync("nft", ["-c", "-f", "-"], { input: script, encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(script, /oifname "eth0" masquerade/);
+    assert.equal(spawnSync("nft", ["list", "table", "ip", table]).status, 1, "nft -c must not have made the table");
   });
 
   test("without egress: every new outbound connection is dropped, public ones too", async () => {
