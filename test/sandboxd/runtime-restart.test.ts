@@ -4,6 +4,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRuncRuntime } from "../../src/sandboxd/runtime/runc.js";
 import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
@@ -75,16 +76,25 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
     }
   });
 
-  test("a create that fails (envd cannot start) cleans up and names the cause", async () => {
-    const broken = createRuncRuntime({ ...t.opts, envdDir: "/nonexistent-envd", startTimeoutMs: 5000 });
-    const spec = t.spec();
-    await assert.rejects(broken.create(spec), (err: Error) => {
-      assert.match(err.message, /nonexistent-envd|no such file/i);
-      return true;
-    });
-    assert.deepEqual(await t.rt.list(), []);
-    assert.deepEqual(leftovers(t.dataDir), []);
-    assert.deepEqual(cgroupDirsLike(spec.sandboxID), []);
+  test("a create whose envd cannot start cleans up and shows envd's output", async () => {
+    const dir = mkdtempSync("/tmp/sandboxd-badenvd-");
+    try {
+      chmodSync(dir, 0o755);
+      writeFileSync(join(dir, "envd"), "#!/bin/sh\necho 'envd: cannot bind, giving up' >&2\nexit 1\n", { mode: 0o755 });
+      const broken = createRuncRuntime({ ...t.opts, envdDir: dir, startTimeoutMs: 3000 });
+      const spec = t.spec();
+      await assert.rejects(broken.create(spec), (err: Error) => {
+        assert.match(err.message, /did not accept connections on 10\.12\.205\.\d+:49983 within 3000 ms/);
+        assert.match(err.message, /envd: cannot bind, giving up/);
+        return true;
+      });
+      assert.deepEqual(await t.rt.list(), []);
+      assert.deepEqual(leftovers(t.dataDir), []);
+      assert.deepEqual(cgroupDirsLike(spec.sandboxID), []);
+      assert.throws(() => createRuncRuntime({ ...t.opts, envdDir: "/nonexistent-envd" }), /envd directory .* does not exist/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("an aborted create cleans up", async () => {
@@ -96,6 +106,16 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
     assert.deepEqual(await t.rt.list(), []);
     assert.deepEqual(leftovers(t.dataDir), []);
     assert.deepEqual(cgroupDirsLike(spec.sandboxID), []);
+  });
+
+  test("a data dir that sandbox root cannot reach is refused up front, naming the directory", () => {
+    const dir = mkdtempSync("/tmp/sandboxd-private-");
+    try {
+      chmodSync(dir, 0o700);
+      assert.throws(() => createRuncRuntime({ ...t.opts, dataDir: join(dir, "data") }), new RegExp(`${dir} has mode 700`));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("bad specs are refused with the field named; removing an unknown ID succeeds", async () => {

@@ -11,6 +11,7 @@ import { MAPPED_ROOT } from "./idmap.js";
 import { writeIdentity } from "./identity.js";
 import { ENVD_PORT, ociConfig } from "./oci-config.js";
 import { isMounted, mountOverlay, unmount } from "./overlay.js";
+import { assertReachableBySandboxes } from "./reach.js";
 import { RuncCli } from "./runc-cli.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
 import { RecordStore, type SandboxRecord } from "./state.js";
@@ -75,6 +76,9 @@ class RuncRuntime implements Runtime {
     this.records = new RecordStore(join(this.dataDir, "runtime", "sandboxes"));
     this.ipam = new Ipam(join(this.dataDir, "runtime", "slots"), opts.networkCidr);
     this.tiniPath = opts.tiniPath ?? "/usr/bin/tini-static";
+    assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
+    assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
+    assertReachableBySandboxes(this.tiniPath, "tini");
   }
 
   /** Runs `fn` after every earlier operation on the same sandbox has settled. */
