@@ -1,7 +1,7 @@
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { get as httpsGet } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -57,6 +57,7 @@ describe("sandboxd serve: flags", () => {
 
 describe("sandboxd serve: first start, TLS, restart", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "sandboxd-cli-"));
+  chmodSync(dataDir, 0o755);
   let first: Sandboxd | undefined;
   after(async () => {
     await first?.stop();
@@ -117,5 +118,16 @@ describe("sandboxd serve: first start, TLS, restart", () => {
     assert.deepEqual(readFileSync(first.caFile), ca);
     const health = await call(first.port, ca, "api.sbx.localhost", "/health");
     assert.ok([200, 503].includes(health.status));
+  });
+
+  test("a lost api-key file is replaced by a new key on the next start (the store keeps only hashes)", async () => {
+    const s = first!;
+    assert.equal(await s.terminate("SIGTERM"), 0);
+    rmSync(join(dataDir, "api-key"));
+    first = await startSandboxd({ dataDir, wait: "lines" });
+    assert.match(first.sdkEnv.E2B_API_KEY, /^e2b_[0-9a-f]{40}$/);
+    assert.notEqual(first.sdkEnv.E2B_API_KEY, s.sdkEnv.E2B_API_KEY);
+    assert.equal(mode(join(dataDir, "api-key")), 0o600);
+    assert.equal(readFileSync(join(dataDir, "api-key"), "utf8").trim(), first.sdkEnv.E2B_API_KEY);
   });
 });

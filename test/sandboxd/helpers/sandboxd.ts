@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -127,6 +127,8 @@ export function call(port: number, ca: Buffer, host: string, path: string, opts:
 export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.ProcessEnv; args?: string[]; wait?: "healthy" | "lines"; timeoutMs?: number } = {}): Promise<Sandboxd> {
   const ownDir = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "sandboxd-data-"));
+  // Sandbox root (a mapped uid) must reach the data dir; mkdtemp makes it 0700.
+  chmodSync(dataDir, 0o755);
   const net = takeNetwork();
   const port = await freePort();
   const args = [
