@@ -6,7 +6,9 @@ import { ensureBaseRootfs } from "./images/base.js";
 import type { Logger } from "./log.js";
 import { createProxy } from "./proxy/proxy.js";
 import type { RouteIndex } from "./proxy/target.js";
+import { createApiHandler } from "./api/handler.js";
 import { createRuncRuntime } from "./runtime/runc.js";
+import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
 import { createListener } from "./server/listener.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
@@ -84,15 +86,24 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   const port = await listener.listen(config.listenHost, config.listenPort);
   log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
 
+  let service: SandboxService | undefined;
+  let closing = false;
   const boot = async () => {
     const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
     state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
     const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log });
+    if (closing) return;
     const templateID = registerBaseTemplate(store, { rootfs, envdVersion: ENVD_COMPATIBLE_VERSION });
-    log.info({ templateID, rootfs, runtime: typeof runtime }, "base template ready");
-    state = { ready: false, reason: "the sandbox service is not in this build" };
-    void api;
-    void index;
+    log.info({ templateID, rootfs }, "base template ready");
+    state = { ready: false, reason: "finding the sandboxes of the last run" };
+    service = createSandboxService({ store, runtime, log, domain: config.domain });
+    await service.reconcile();
+    if (closing) return;
+    index = service.index;
+    api = createApiHandler({ store, sandboxes: service, log });
+    service.startEvictor();
+    state = { ready: true };
+    log.info("ready: sandboxes can be made");
   };
   const booted = boot().catch((err: Error) => {
     state = { ready: false, reason: err.message };
@@ -103,9 +114,13 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     port,
     userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile }),
     async close() {
+      closing = true;
       await listener.close(SHUTDOWN_GRACE_MS);
       proxy.close();
-      await Promise.race([booted, new Promise((r) => setTimeout(r, 100))]);
+      // A boot still building the base template is left to die with the process; one that
+      // reached the service is waited for, so the store is not closed under it.
+      if (service) await booted;
+      await service?.close();
       store.close();
     },
   };
