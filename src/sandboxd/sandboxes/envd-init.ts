@@ -3,7 +3,8 @@ export interface InitRequest {
   ip: string;
   port: number;
   accessToken?: string;
-  envVars: Record<string, string>;
+  /** Replaces envd's user variables; undefined leaves them. */
+  envVars?: Record<string, string>;
   defaultUser?: string;
   defaultWorkdir?: string;
 }
@@ -23,7 +24,7 @@ export async function initEnvd(req: InitRequest, totalMs = 10_000): Promise<stri
   let last = "no answer";
   for (;;) {
     const body = JSON.stringify({
-      envVars: req.envVars,
+      ...(req.envVars ? { envVars: req.envVars } : {}),
       ...(req.accessToken ? { accessToken: req.accessToken } : {}),
       ...(req.defaultUser ? { defaultUser: req.defaultUser } : {}),
       ...(req.defaultWorkdir ? { defaultWorkdir: req.defaultWorkdir } : {}),

@@ -106,10 +106,11 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     store.sandboxes.update({ ...row, endAt: new Date(end).toISOString() });
   };
 
-  const init = async (row: SandboxRow, tpl: Template | undefined, envVars: Record<string, string>, totalMs?: number) =>
+  /** Calls envd's /init; `envVars` undefined (a resume) leaves envd's variables as the create set them. */
+  const init = async (row: SandboxRow, tpl: Template | undefined, envVars: Record<string, string> | undefined, totalMs?: number) =>
     initEnvd({
       ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row),
-      envVars: { ...envVars, E2B_SANDBOX_ID: row.id, E2B_TEMPLATE_ID: row.templateID, E2B_SANDBOX: "true" },
+      envVars: envVars && { ...envVars, E2B_SANDBOX_ID: row.id, E2B_TEMPLATE_ID: row.templateID, E2B_SANDBOX: "true" },
       defaultUser: tpl?.defaultUser ?? undefined, defaultWorkdir: tpl?.defaultWorkdir ?? undefined,
     }, totalMs);
 
@@ -145,9 +146,11 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
         row.ip = addr.ip;
         row.envdPort = addr.envdPort;
         phase = "initializing envd";
-        const version = await init(row, tpl, input.envVars ?? {});
+        const reported = await init(row, tpl, input.envVars ?? {});
         const t = Date.now();
-        Object.assign(row, { state: "running", envdVersion: version ?? tpl.envdVersion, startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString() });
+        // The version recorded for the template is what E2B's API reports (the SDK gates features
+        // on it); envd's own header is the fallback for a template that records none.
+        Object.assign(row, { state: "running", envdVersion: tpl.envdVersion || reported || "0.1.0", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString() });
         store.sandboxes.update(row);
         publish(row);
         log.info({ sandboxID: id, templateID: tpl.id, ms: Date.now() - started }, "sandbox created");
@@ -165,12 +168,11 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
   const resumePaused = async (row: SandboxRow, timeout: number, autoPause?: boolean): Promise<Body> => {
     await runtime.thaw(row.id);
     const tpl = store.templates.get(row.templateID);
-    const version = await init(row, tpl, {}, 3000).catch((err: Error) => {
+    await init(row, tpl, undefined, 3000).catch((err: Error) => {
       log.warn({ sandboxID: row.id, err: err.message }, "envd /init after resume failed; the sandbox runs with its earlier init");
-      return undefined;
     });
     const t = Date.now();
-    const next: SandboxRow = { ...row, state: "running", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString(), envdVersion: version ?? row.envdVersion, autoPause: autoPause ?? row.autoPause };
+    const next: SandboxRow = { ...row, state: "running", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString(), autoPause: autoPause ?? row.autoPause };
     store.sandboxes.update(next);
     publish(next);
     return sandboxBody(next, tpl, tokenOf(next));
