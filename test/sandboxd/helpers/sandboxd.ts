@@ -106,17 +106,26 @@ export function envdArtifactDir(): string {
 }
 
 /** One HTTPS request to sandboxd at 127.0.0.1 with `host` as Host and SNI; the status and body. */
-export function call(port: number, ca: Buffer, host: string, path: string, opts: { method?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: string }> {
+export function call(port: number, ca: Buffer, host: string, path: string, opts: { method?: string; headers?: Record<string, string>; body?: unknown } = {}): Promise<{ status: number; body: string }> {
+  const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+  const headers = payload === undefined ? opts.headers : { "content-type": "application/json", ...opts.headers };
   return new Promise((resolve, reject) => {
-    const req = httpsRequest({ host: "127.0.0.1", port, path, method: opts.method ?? "GET", ca, servername: host, agent: false, headers: { host: `${host}:${port}`, ...opts.headers } }, (res) => {
+    const req = httpsRequest({ host: "127.0.0.1", port, path, method: opts.method ?? "GET", ca, servername: host, agent: false, headers: { host: `${host}:${port}`, ...headers } }, (res) => {
       let body = "";
       res.on("data", (c: Buffer) => (body += c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
       res.on("error", reject);
     });
     req.on("error", reject);
-    req.end();
+    req.end(payload);
   });
+}
+
+/** Why tests that make sandboxes cannot run here, or undefined when they can (runc and root). */
+export function sandboxSkipReason(): string | undefined {
+  if (process.getuid?.() !== 0) return "making sandboxes needs root";
+  if (spawnSync("runc", ["--version"]).status !== 0) return "runc is not installed";
+  return undefined;
 }
 
 /**
