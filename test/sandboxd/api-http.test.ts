@@ -1,0 +1,184 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { api } from "./helpers/api-client.js";
+import { startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+
+const RUNC = spawnSync("runc", ["--version"]).status === 0;
+const INVALID_KEY = '{"code":401,"message":"Invalid API key, please visit https://e2b.dev/docs/api-key for more information."}';
+
+/** The SDK's encoding of a metadata filter: encodeURIComponent per side, URLSearchParams, then the query encoding once more. */
+function sdkMetadata(pairs: Record<string, string>): string {
+  const inner = new URLSearchParams(Object.fromEntries(Object.entries(pairs).map(([k, v]) => [encodeURIComponent(k), encodeURIComponent(v)]))).toString();
+  return encodeURIComponent(inner);
+}
+
+describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC ? false : "runc is not installed" }, () => {
+  let s: Sandboxd;
+  let ca: Buffer;
+  const call = (method: string, path: string, opts?: Parameters<typeof api>[4]) => api(s, ca, method, path, opts);
+
+  before(async () => {
+    s = await startSandboxd();
+    ca = readFileSync(s.caFile);
+  });
+  after(async () => {
+    await s?.stop();
+  });
+
+  test("auth: no key, a bad key and a key without e2b_ get 401 JSON; unknown routes 404, wrong methods 405", async () => {
+    const missing = await call("GET", "/v2/sandboxes", { key: null });
+    assert.equal(missing.status, 401);
+    assert.equal(missing.json.code, 401);
+    assert.match(missing.json.message, /X-API-Key/);
+    const bad = await call("GET", "/v2/sandboxes", { key: "e2b_" + "0".repeat(40) });
+    assert.equal(bad.status, 401);
+    assert.equal(bad.body, INVALID_KEY);
+    assert.equal((await call("GET", "/sandboxes", { key: s.apiKey.slice(4) })).body, INVALID_KEY);
+    const unknown = await call("GET", "/nope");
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.json.code, 404);
+    const wrong = await call("PUT", "/sandboxes");
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.allow, "POST, GET");
+    const templates = await call("GET", "/templates");
+    assert.equal(templates.status, 200);
+    assert.equal(templates.json.length, 1);
+    assert.deepEqual(templates.json[0].aliases, ["base"]);
+    assert.match(templates.json[0].templateID, /^[a-z0-9]{20}$/);
+    assert.equal(templates.json[0].cpuCount, 2);
+    assert.equal(templates.json[0].memoryMB, 512);
+  });
+
+  test("validation: bad JSON, wrong types, missing template, timeout rules, network rule, 1 MiB cap, IDs", async () => {
+    const cases: [unknown, number, RegExp][] = [
+      [{}, 400, /^validation error: .*templateID/],
+      [{ templateID: "base", timeout: "5" }, 400, /^validation error: .*timeout/],
+      [{ templateID: "base", timeout: 1.5 }, 400, /^validation error: .*timeout/],
+      [{ templateID: "base", metadata: { a: 1 } }, 400, /^validation error: .*metadata\.a/],
+      [{ templateID: "base", envVars: [] }, 400, /^validation error: .*envVars/],
+      [{ templateID: "base", secure: "yes" }, 400, /^validation error: .*secure/],
+      [{ templateID: "base", timeout: 0 }, 400, /^Timeout must be greater than 0$/],
+      [{ templateID: "base", timeout: 25 * 3600 }, 400, /^Timeout cannot be greater than 24 hours$/],
+      [{ templateID: "nosuch" }, 404, /^template 'nosuch' not found$/],
+      [{ templateID: "base:v2" }, 404, /^tag 'v2' does not exist/],
+      [{ templateID: "Bad Name!" }, 400, /invalid template reference/],
+      [{ templateID: "base", secure: false, network: { allowPublicTraffic: false } }, 400, /^You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag\.$/],
+      [[1], 400, /^validation error: /],
+    ];
+    for (const [body, status, message] of cases) {
+      const r = await call("POST", "/sandboxes", { body });
+      assert.equal(r.status, status, JSON.stringify(body) + " → " + r.body);
+      assert.equal(r.json.code, status);
+      assert.match(r.json.message, message, JSON.stringify(body));
+    }
+    const notJson = await call("POST", "/sandboxes", { raw: "{nope" });
+    assert.equal(notJson.status, 400);
+    assert.match(notJson.json.message, /^validation error: /);
+    const huge = await call("POST", "/sandboxes", { raw: JSON.stringify({ templateID: "base", metadata: { a: "x".repeat(1024 * 1024) } }) });
+    assert.equal(huge.status, 413);
+    assert.equal(huge.json.code, 413);
+
+    assert.deepEqual((await call("GET", "/sandboxes/ABC")).json, { code: 400, message: "Invalid sandbox ID" });
+    assert.deepEqual((await call("DELETE", "/sandboxes/a%2Fb")).json, { code: 400, message: "Invalid sandbox ID" });
+    assert.deepEqual((await call("GET", "/sandboxes/inosuch")).json, { code: 404, message: `Sandbox "inosuch" doesn't exist or you don't have access to it` });
+    assert.equal((await call("DELETE", "/sandboxes/inosuch")).status, 404);
+    assert.equal((await call("POST", "/sandboxes/inosuch/pause")).status, 404);
+    assert.equal((await call("POST", "/sandboxes/inosuch/timeout", { body: { timeout: 5 } })).status, 404);
+    assert.equal((await call("POST", "/sandboxes/inosuch/connect", { body: { timeout: 5 } })).status, 404);
+    assert.match((await call("POST", "/sandboxes/inosuch/timeout", { body: {} })).json.message, /^validation error: .*timeout/);
+
+    for (const q of ["order=up", "limit=0", "limit=x", "state=gone", "nextToken=%%%", "nextToken=" + Buffer.from("x").toString("base64url"), "metadata=a", "template=base:v1"]) {
+      const r = await call("GET", "/v2/sandboxes?" + q);
+      assert.equal(r.status, 400, q + " → " + r.body);
+      assert.equal(r.json.code, 400);
+    }
+  });
+
+  test("create, get, v2 paging with a cursor both ways, metadata filters with & = % +, pause, the concurrency limit, kill", async () => {
+    const special = "a&b=c%d e+f";
+    const made: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await call("POST", "/sandboxes", { body: { templateID: "base", timeout: 120, metadata: { n: String(i), v: i === 1 ? special : "plain" }, envVars: { X: "1" } } });
+      assert.equal(r.status, 201, r.body);
+      assert.deepEqual(Object.keys(r.json).sort(), ["alias", "clientID", "domain", "envdVersion", "sandboxID", "templateID", "trafficAccessToken"]);
+      assert.equal(r.json.clientID, "6532622b");
+      assert.equal(r.json.domain, null);
+      assert.equal(r.json.trafficAccessToken, null);
+      assert.equal(r.json.alias, "base");
+      assert.match(r.json.sandboxID, /^i[a-z0-9]{20}$/);
+      made.push(r.json.sandboxID);
+    }
+    const secure = await call("POST", "/v2/sandboxes", { body: { templateID: "base", timeout: 120, network: { allowPublicTraffic: false } } });
+    assert.equal(secure.status, 201, secure.body);
+    assert.match(secure.json.envdAccessToken, /^[0-9a-f]{64}$/);
+    assert.match(secure.json.trafficAccessToken, /^[0-9a-f]{64}$/);
+    made.push(secure.json.sandboxID);
+
+    const detail = await call("GET", `/sandboxes/${made[1]}-6532622b`);
+    assert.equal(detail.status, 200, detail.body);
+    assert.equal(detail.json.sandboxID, made[1]);
+    assert.equal(detail.json.state, "running");
+    assert.deepEqual(detail.json.metadata, { n: "1", v: special });
+    assert.equal(detail.json.lifecycle.onTimeout, "kill");
+    assert.ok(Date.parse(detail.json.endAt) - Date.parse(detail.json.startedAt) === 120_000);
+
+    // Paging: 4 running, pages of 3 then 1, in both orders, covering every sandbox exactly once.
+    for (const order of ["desc", "asc"] as const) {
+      const first = await call("GET", `/v2/sandboxes?limit=3&order=${order}`);
+      assert.equal(first.status, 200);
+      assert.equal(first.json.length, 3);
+      assert.equal(first.headers["x-total-running"], "4");
+      const token = first.headers["x-next-token"] as string;
+      assert.ok(token, "a next token while more rows exist");
+      const second = await call("GET", `/v2/sandboxes?limit=3&order=${order}&nextToken=${encodeURIComponent(token)}`);
+      assert.equal(second.json.length, 1);
+      assert.equal(second.headers["x-next-token"], undefined);
+      const ids = [...first.json, ...second.json].map((x: { sandboxID: string }) => x.sandboxID);
+      assert.deepEqual([...ids].sort(), [...made].sort());
+      const starts = [...first.json, ...second.json].map((x: { startedAt: string }) => Date.parse(x.startedAt));
+      assert.deepEqual(starts, [...starts].sort((a, b) => (order === "desc" ? b - a : a - b)));
+      const other = order === "desc" ? "asc" : "desc";
+      assert.deepEqual((await call("GET", `/v2/sandboxes?limit=3&order=${other}&nextToken=${encodeURIComponent(token)}`)).json, { code: 400, message: "Invalid next token" });
+    }
+    assert.equal((await call("GET", "/v2/sandboxes?limit=1000")).json.length, 4);
+
+    const bySpecial = await call("GET", `/v2/sandboxes?metadata=${sdkMetadata({ v: special })}`);
+    assert.deepEqual(bySpecial.json.map((x: { sandboxID: string }) => x.sandboxID), [made[1]]);
+    const byTwo = await call("GET", `/v2/sandboxes?metadata=${sdkMetadata({ v: "plain", n: "2" })}`);
+    assert.deepEqual(byTwo.json.map((x: { sandboxID: string }) => x.sandboxID), [made[2]]);
+    assert.equal(byTwo.headers["x-total-running"], "1");
+    const v1 = await call("GET", `/sandboxes?metadata=${sdkMetadata({ v: special })}`);
+    assert.deepEqual(v1.json.map((x: { sandboxID: string }) => x.sandboxID), [made[1]]);
+    assert.deepEqual((await call("GET", `/v2/sandboxes?metadata=${sdkMetadata({ v: "none" })}`)).json, []);
+
+    assert.equal((await call("POST", `/sandboxes/${made[0]}/pause`)).status, 204);
+    assert.deepEqual((await call("POST", `/sandboxes/${made[0]}/pause`)).json, { code: 409, message: `Error pausing sandbox - sandbox '${made[0]}' is already paused` });
+    const paused = await call("GET", "/v2/sandboxes?state=paused");
+    assert.deepEqual(paused.json.map((x: { sandboxID: string; state: string }) => [x.sandboxID, x.state]), [[made[0], "paused"]]);
+    assert.equal(paused.headers["x-total-running"], undefined);
+    assert.equal((await call("GET", "/sandboxes")).json.length, 3, "v1 lists running sandboxes only");
+    assert.equal((await call("POST", `/sandboxes/${made[0]}/timeout`, { body: { timeout: 5 } })).status, 404, "a paused sandbox has no timeout to set");
+    assert.equal((await call("POST", `/sandboxes/${made[1]}/resume`, { body: { timeout: 5 } })).status, 409);
+    const resumed = await call("POST", `/sandboxes/${made[0]}/resume`, { body: { timeout: 60 } });
+    assert.equal(resumed.status, 201, resumed.body);
+    assert.equal((await call("GET", `/sandboxes/${made[0]}`)).json.state, "running");
+
+    // The team's concurrency limit, lowered in the store under the running sandboxd.
+    const db = new DatabaseSync(join(s.dataDir, "sandboxd.db"));
+    db.exec("UPDATE teams SET max_concurrent = 4");
+    db.close();
+    assert.deepEqual((await call("POST", "/sandboxes", { body: { templateID: "base" } })).json, {
+      code: 429,
+      message: "you have reached the maximum number of concurrent E2B sandboxes (4). If you need more, please visit 'https://e2b.dev/docs/billing'",
+    });
+
+    for (const id of made) assert.equal((await call("DELETE", `/sandboxes/${id}`)).status, 204);
+    assert.equal((await call("DELETE", `/sandboxes/${made[0]}`)).status, 404);
+    assert.deepEqual((await call("GET", "/v2/sandboxes")).json, []);
+    assert.equal((await call("GET", "/templates")).json[0].spawnCount, 4);
+  });
+});
