@@ -4,9 +4,10 @@ import { footprint } from "./footprint.js";
 import { listing } from "./listing.js";
 import { load } from "./load.js";
 import { roundtrip } from "./roundtrip.js";
+import { sandboxCreate } from "./sandbox-create.js";
 import { throughput } from "./throughput.js";
 import { transfer } from "./transfer.js";
 import { watching } from "./watching.js";
 
 /** Every scenario, in the order of the issue. */
-export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure];
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sandboxCreate];
