@@ -33,6 +33,12 @@ export interface Sandboxd {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/** Network ranges this process holds, by data dir; released at exit whatever happened. */
+const held = new Map<string, { cidr: string; release(): void }>();
+process.once("exit", () => {
+  for (const net of held.values()) net.release();
+});
+
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -138,7 +144,9 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "sandboxd-data-"));
   // Sandbox root (a mapped uid) must reach the data dir; mkdtemp makes it 0700.
   chmodSync(dataDir, 0o755);
-  const net = takeNetwork();
+  // A restart on the same data dir keeps the range its sandboxes have addresses in.
+  const net = held.get(dataDir) ?? takeNetwork();
+  held.set(dataDir, net);
   const port = await freePort();
   const args = [
     join(ROOT, "dist", "sandboxd"), "serve",
@@ -166,6 +174,7 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
     if (exitCode !== undefined || Date.now() > deadline) {
       child.kill("SIGKILL");
       net.release();
+      held.delete(dataDir);
       if (ownDir) rmSync(dataDir, { recursive: true, force: true });
       throw new Error(`sandboxd did not print its lines (exit ${exitCode}):\n${logs()}`);
     }
@@ -196,6 +205,7 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
       const code = await terminate(signal);
       sweepRunc(dataDir);
       net.release();
+      held.delete(dataDir);
       if (ownDir) rmSync(dataDir, { recursive: true, force: true });
       return code;
     },
