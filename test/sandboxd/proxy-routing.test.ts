@@ -134,4 +134,21 @@ describe("proxy routing by host and by headers", () => {
     const envd = await front.h1(hostOf(h1.port, "imasked"), "/seen");
     assert.equal((JSON.parse(envd.body.toString()) as Seen).headers.host, hostOf(h1.port, "imasked"));
   });
+
+  test("pooled upstream connections belong to one sandbox: a new sandbox at a freed address gets fresh ones (HTTP/1.1 and h2c)", async () => {
+    const port = (r: { body: Buffer }) => (JSON.parse(r.body.toString()) as Seen).remotePort;
+    front.targets.set("iold", target("iold", h2c.port));
+    const s = front.h2session();
+    const old1 = await front.h1(hostOf(h1.port, "iold"), "/seen");
+    const old2 = await front.h1(hostOf(h1.port, "iold"), "/seen");
+    assert.equal(port(old1), port(old2), "the keep-alive connection was not reused at all");
+    const oldH2 = await front.h2(s, hostOf(h2c.port, "iold"), "/seen");
+    front.targets.delete("iold");
+    front.targets.set("inew", target("inew", h2c.port));
+    const fresh = await front.h1(hostOf(h1.port, "inew"), "/seen");
+    assert.notEqual(port(fresh), port(old2));
+    const freshH2 = await front.h2(s, hostOf(h2c.port, "inew"), "/seen");
+    assert.notEqual(port(freshH2), port(oldH2));
+    s.close();
+  });
 });

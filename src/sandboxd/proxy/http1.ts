@@ -1,4 +1,4 @@
-import { Agent, request, type IncomingMessage } from "node:http";
+import { Agent, request, type IncomingMessage, type RequestOptions } from "node:http";
 import type { Socket } from "node:net";
 import { isDialFailure, timeoutError, type ProxyLimits } from "./dial.js";
 import { endToEnd } from "./headers.js";
@@ -14,9 +14,19 @@ export interface Upstream {
   headers: Record<string, string | string[] | number | undefined>;
 }
 
+/**
+ * Keep-alive pools per sandbox, not only per address: an address freed by a killed sandbox is
+ * handed to the next one, and a pooled connection to the old one must never carry its requests.
+ */
+class SandboxAgent extends Agent {
+  override getName(options: Parameters<Agent["getName"]>[0] & { sandboxID?: string }): string {
+    return `${super.getName(options)}:${options?.sandboxID ?? ""}`;
+  }
+}
+
 /** An HTTP/1.1 keep-alive agent for sandbox ports (sockets idle past the limit are closed). */
 export function createAgent(limits: ProxyLimits): Agent {
-  return new Agent({ keepAlive: true, maxSockets: limits.maxPerSandbox, maxFreeSockets: 32, timeout: limits.idleTimeoutMs, scheduling: "lifo" });
+  return new SandboxAgent({ keepAlive: true, maxSockets: limits.maxPerSandbox, maxFreeSockets: 32, timeout: limits.idleTimeoutMs, scheduling: "lifo" });
 }
 
 /** Arms a connect timeout on a fresh socket: a port that never answers counts as not open. */
@@ -40,7 +50,7 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
     settled = true;
     done(what);
   };
-  const upReq = request({ host: up.ip, port: up.port, method: req.method, path: up.path, headers: up.headers, agent, setHost: false });
+  const upReq = request({ host: up.ip, port: up.port, method: req.method, path: up.path, headers: up.headers, agent, setHost: false, sandboxID: up.sandboxID } as RequestOptions);
   upReq.on("socket", (s) => connectTimeout(s, limits.connectTimeoutMs));
   upReq.on("error", (err) => {
     if (!res.headersSent) {

@@ -4,15 +4,18 @@ import { endToEnd } from "./headers.js";
 import { badGateway, portNotOpen, sendError, type ProxyError } from "./errors.js";
 import type { Upstream } from "./http1.js";
 
-/** One h2c session per sandbox address, made on first use and dropped when it closes or goes away. */
+/**
+ * One h2c session per sandbox and address, made on first use and dropped when it closes or goes
+ * away (keyed by sandbox too: a killed sandbox's address is reused by the next one).
+ */
 export class H2cPool {
   private readonly sessions = new Map<string, ClientHttp2Session>();
 
   constructor(private readonly limits: ProxyLimits) {}
 
   /** The live session to ip:port, connecting if there is none. */
-  session(ip: string, port: number): ClientHttp2Session {
-    const key = `${ip}:${port}`;
+  session(sandboxID: string, ip: string, port: number): ClientHttp2Session {
+    const key = `${sandboxID}@${ip}:${port}`;
     const known = this.sessions.get(key);
     if (known && !known.closed && !known.destroyed) return known;
     const session = connect(`http://${ip}:${port}`, { settings: { enablePush: false } });
@@ -54,7 +57,7 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
   };
   let stream;
   try {
-    const session = pool.session(up.ip, up.port);
+    const session = pool.session(up.sandboxID, up.ip, up.port);
     stream = session.request({ ":method": req.method, ":path": up.path, ":scheme": "http", ...up.headers }, { endStream: false });
   } catch (err) {
     const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);

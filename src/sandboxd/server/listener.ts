@@ -51,6 +51,7 @@ export function createListener(opts: { key: Buffer; cert: Buffer; dispatcher: Di
   server.on("tlsClientError", (err: NodeJS.ErrnoException) => log.debug({ code: err.code, err: err.message }, "TLS handshake failed"));
   server.on("sessionError", (err: Error) => log.debug({ err: err.message }, "http2 session error"));
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (err.code === "ECONNRESET" || err.code === "EPIPE") return void socket.destroy();
     log.debug({ code: err.code }, "malformed HTTP/1.1 request");
     if (socket.writable && !socket.destroyed) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
     else socket.destroy();

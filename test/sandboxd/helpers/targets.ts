@@ -8,6 +8,8 @@ export interface Seen {
   method: string;
   url: string;
   httpVersion: string;
+  /** The client port of the connection it came on (the same port: a reused connection). */
+  remotePort?: number;
   headers: Record<string, string | string[] | undefined>;
 }
 
@@ -31,7 +33,7 @@ export async function closedPort(): Promise<number> {
 export async function startHttp1Target(extra?: (req: IncomingMessage, res: ServerResponse) => boolean): Promise<{ port: number; server: Server; seen: Seen[] }> {
   const seen: Seen[] = [];
   const server = createServer((req, res) => {
-    seen.push({ method: req.method ?? "", url: req.url ?? "", httpVersion: req.httpVersion, headers: { ...req.headers } });
+    seen.push({ method: req.method ?? "", url: req.url ?? "", httpVersion: req.httpVersion, remotePort: req.socket.remotePort, headers: { ...req.headers } });
     if (extra?.(req, res)) return;
     if (req.url === "/sha256") {
       const h = createHash("sha256");
@@ -57,7 +59,7 @@ export async function startH2cTarget(): Promise<{ port: number; server: Http2Ser
   const seen: Seen[] = [];
   const server = createH2cServer();
   server.on("stream", (stream, headers) => {
-    seen.push({ method: String(headers[":method"]), url: String(headers[":path"]), httpVersion: "2.0", headers: { ...headers } as Seen["headers"] });
+    seen.push({ method: String(headers[":method"]), url: String(headers[":path"]), httpVersion: "2.0", remotePort: stream.session?.socket?.remotePort, headers: { ...headers } as Seen["headers"] });
     stream.on("error", () => undefined);
     const path = String(headers[":path"]);
     if (path === "/echo") {
