@@ -18,11 +18,14 @@ export function timeoutError(what: string): NodeJS.ErrnoException {
 export interface ProxyLimits {
   /** A sandbox port that does not accept a connection within this is "not open". */
   connectTimeoutMs: number;
-  /** Upstream connections and sessions idle this long are closed. */
+  /**
+   * Pooled upstream connections idle this long are closed (h2c sessions gracefully: their
+   * streams finish), so pools of killed sandboxes do not linger.
+   */
   idleTimeoutMs: number;
   /** Requests (and WebSockets) in flight per sandbox; more get a 429. */
   maxPerSandbox: number;
 }
 
-/** Defaults: E2B's proxy keeps idle connections ~10 minutes; a local dial answers in well under 5 s. */
-export const DEFAULT_LIMITS: ProxyLimits = { connectTimeoutMs: 5_000, idleTimeoutMs: 620_000, maxPerSandbox: 1_000 };
+/** Defaults: a local dial answers in well under 5 s; a new upstream connection costs well under a millisecond. */
+export const DEFAULT_LIMITS: ProxyLimits = { connectTimeoutMs: 5_000, idleTimeoutMs: 60_000, maxPerSandbox: 1_000 };
