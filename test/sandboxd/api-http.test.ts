@@ -167,6 +167,24 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     assert.equal(resumed.status, 201, resumed.body);
     assert.equal((await call("GET", `/sandboxes/${made[0]}`)).json.state, "running");
 
+    // connect on a running sandbox extends and never shortens (200); timeout may shorten; refreshes extends.
+    const endOf = async (id: string) => Date.parse((await call("GET", `/sandboxes/${id}`)).json.endAt);
+    const end0 = await endOf(made[2]);
+    const kept = await call("POST", `/v2/sandboxes/${made[2]}/connect`, { body: { timeout: 10 } });
+    assert.equal(kept.status, 200, kept.body);
+    assert.equal(kept.json.sandboxID, made[2]);
+    assert.equal(await endOf(made[2]), end0, "connect with a shorter timeout leaves endAt");
+    assert.equal((await call("POST", `/sandboxes/${made[2]}/connect`, { body: { timeout: 600 } })).status, 200);
+    assert.ok((await endOf(made[2])) > end0 + 400_000);
+    assert.equal((await call("POST", `/sandboxes/${made[2]}/timeout`, { body: { timeout: 30 } })).status, 204);
+    const shortened = await endOf(made[2]);
+    assert.ok(shortened < Date.now() + 31_000 && shortened > Date.now() + 25_000);
+    assert.equal((await call("POST", `/sandboxes/${made[2]}/refreshes`, { body: { duration: 5 } })).status, 204);
+    assert.equal(await endOf(made[2]), shortened, "a refresh shorter than what is left changes nothing");
+    assert.equal((await call("POST", `/sandboxes/${made[2]}/refreshes`, { body: { duration: 90 } })).status, 204);
+    assert.ok((await endOf(made[2])) > Date.now() + 85_000);
+    assert.equal((await call("POST", `/sandboxes/${made[2]}/connect`, { body: { timeout: 25 * 3600 } })).status, 400);
+
     // The team's concurrency limit, lowered in the store under the running sandboxd.
     const db = new DatabaseSync(join(s.dataDir, "sandboxd.db"));
     db.exec("UPDATE teams SET max_concurrent = 4");
@@ -180,5 +198,25 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     assert.equal((await call("DELETE", `/sandboxes/${made[0]}`)).status, 404);
     assert.deepEqual((await call("GET", "/v2/sandboxes")).json, []);
     assert.equal((await call("GET", "/templates")).json[0].spawnCount, 4);
+  });
+
+  test("a create that fails in the runtime answers 500 naming the cause and leaves no row and no container", async () => {
+    const db = new DatabaseSync(join(s.dataDir, "sandboxd.db"));
+    try {
+      const now = new Date().toISOString();
+      db.prepare(`INSERT INTO templates (id, alias, team_id, cpu_count, memory_mb, disk_mb, envd_version, rootfs, build_id, created_at, updated_at)
+        VALUES ('brokentemplate000001', 'broken', 'default', 1, 256, 1024, '0.6.13', '/nonexistent-rootfs-of-a-test', 'b1', ?, ?)`).run(now, now);
+      const r = await call("POST", "/sandboxes", { body: { templateID: "broken", timeout: 30 } });
+      assert.equal(r.status, 500, r.body);
+      assert.equal(r.json.code, 500);
+      assert.equal(r.json.error_code, "sandbox_create_failed");
+      assert.match(r.json.message, /^Failed to create sandbox: starting the sandbox failed: .+/);
+      assert.equal(Number((db.prepare("SELECT count(*) AS n FROM sandboxes").get() as { n: number }).n), 0);
+      const runc = spawnSync("runc", ["--root", join(s.dataDir, "runc"), "list", "-q"], { encoding: "utf8" });
+      assert.equal(runc.stdout.trim(), "");
+    } finally {
+      db.prepare("DELETE FROM templates WHERE id = 'brokentemplate000001'").run();
+      db.close();
+    }
   });
 });

@@ -9,6 +9,7 @@ import { ApiError, notFound } from "./errors.js";
 import { createSandboxIndex, type SandboxIndex } from "./index.js";
 import type { CreateInput, ListQuery } from "./inputs.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
+import { reconcile } from "./reconcile.js";
 import { createSerializer } from "./serial.js";
 import { envdAccessToken, trafficAccessToken } from "./tokens.js";
 import { detailBody, listedBody, sandboxBody, templateBody } from "./views.js";
@@ -208,31 +209,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
   return {
     index,
 
-    async reconcile() {
-      const observed = new Map((await runtime.list()).map((o) => [o.sandboxID, o]));
-      const keep = new Set<string>();
-      for (const row of store.sandboxes.all()) {
-        const o = observed.get(row.id);
-        if (row.state === "starting" || !o || o.status === "stopped") {
-          await runtime.remove(row.id).catch((err: Error) => log.error({ sandboxID: row.id, err: err.message }, "reconcile: remove failed"));
-          store.sandboxes.delete(row.id);
-          log.info({ sandboxID: row.id, state: row.state, found: o?.status ?? "nothing" }, "reconcile: dropped a sandbox that did not survive");
-          continue;
-        }
-        if (row.state === "paused" && o.status === "running") await runtime.freeze(row.id);
-        if (row.state === "running" && o.status === "paused") await runtime.thaw(row.id);
-        const next = { ...row, ip: o.ip, envdPort: o.envdPort };
-        store.sandboxes.update(next);
-        publish(next);
-        keep.add(row.id);
-      }
-      for (const id of observed.keys()) {
-        if (keep.has(id)) continue;
-        await runtime.remove(id).catch((err: Error) => log.error({ sandboxID: id, err: err.message }, "reconcile: remove failed"));
-        log.info({ sandboxID: id }, "reconcile: removed a sandbox the store does not know");
-      }
-      await runtime.sweep(keep);
-    },
+    reconcile: () => reconcile({ store, runtime, log, publish }),
 
     create: (teamID, input) => track(create(teamID, input)),
 
