@@ -38,6 +38,8 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     assert.equal(bad.status, 401);
     assert.equal(bad.body, INVALID_KEY);
     assert.equal((await call("GET", "/sandboxes", { key: s.apiKey.slice(4) })).body, INVALID_KEY);
+    assert.equal((await call("GET", "/sandboxes/NOT-AN-ID", { key: null })).status, 401, "auth comes before the ID's check");
+    assert.equal((await call("POST", "/sandboxes", { key: null, body: { templateID: "base" } })).status, 401);
     const unknown = await call("GET", "/nope");
     assert.equal(unknown.status, 404);
     assert.equal(unknown.json.code, 404);

@@ -6,6 +6,7 @@ import type { SandboxService } from "../sandboxes/service.js";
 import type { Store } from "../store/store.js";
 import { sendError, sendJson } from "./http.js";
 import { match } from "./routes.js";
+import { shortId } from "./validate.js";
 
 const INVALID_KEY = "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.";
 
@@ -40,7 +41,8 @@ export function createApiHandler(opts: { store: Store; sandboxes: SandboxService
       return sendJson(res, 404, { code: 404, message: `Not found: ${method} ${path} is not an operation of this API` });
     }
     const teamID = authenticate(store, req);
-    await found.route.handle({ req, res, teamID, id: found.id, query: url.searchParams, sandboxes });
+    const id = found.rawID === undefined ? "" : shortId(found.rawID);
+    await found.route.handle({ req, res, teamID, id, query: url.searchParams, sandboxes });
   };
 
   return (req, res) => {

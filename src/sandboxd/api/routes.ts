@@ -4,7 +4,7 @@ import { parseCreateBody } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
-import { objectBody, optBool, optInt, invalid, shortId } from "./validate.js";
+import { objectBody, optBool, optInt, invalid } from "./validate.js";
 
 /** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
 export interface RouteContext {
@@ -99,8 +99,8 @@ export const ROUTES: Route[] = [
   { method: "GET", path: /^\/templates$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.templates(c.teamID)) },
 ];
 
-/** The route for a method and path, with the path's sandbox ID through ShortID (a bad one throws 400). */
-export function match(method: string, path: string): { route: Route; id: string } | { methods: string[] } {
+/** The route for a method and path with the path's raw sandbox ID, or the methods the path has. */
+export function match(method: string, path: string): { route: Route; rawID: string | undefined } | { methods: string[] } {
   const methods: string[] = [];
   for (const route of ROUTES) {
     const m = route.path.exec(path);
@@ -109,7 +109,7 @@ export function match(method: string, path: string): { route: Route; id: string 
       methods.push(route.method);
       continue;
     }
-    return { route, id: m[1] === undefined ? "" : shortId(m[1]) };
+    return { route, rawID: m[1] };
   }
   return { methods };
 }
