@@ -7,6 +7,17 @@ import { NODE, ROOT, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js"
 
 const RUNC = spawnSync("runc", ["--version"]).status === 0;
 
+/** A server in the sandbox that answers with the Host header it got. */
+const HOST_ECHO_PY = [
+  "import http.server as h",
+  "class H(h.BaseHTTPRequestHandler):",
+  "    def do_GET(s):",
+  "        b = s.headers.get('host', '').encode()",
+  "        s.send_response(200); s.end_headers(); s.wfile.write(b)",
+  "h.HTTPServer(('0.0.0.0', 8001), H).serve_forever()",
+  "",
+].join("\n");
+
 /** Runs a module script with the published SDK in a fresh Node given only what `serve` printed (non-debug mode). */
 function runSdk(s: Sandboxd, script: string): Promise<any> {
   return new Promise((resolve, reject) => {
@@ -101,6 +112,32 @@ describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false :
     assert.equal(got.runningAfterKill, false);
     assert.equal(got.killAgain, false);
     assert.equal((await api(s, ca, "GET", `/sandboxes/${got.id}`)).status, 404);
+  });
+
+  test("allowPublicTraffic false: other ports need the traffic token, maskRequestHost rewrites Host, envd works with the access token", async () => {
+    const got = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const sbx = await Sandbox.create({ timeoutMs: 60_000, network: { allowPublicTraffic: false, maskRequestHost: "masked-\${PORT}.internal" } });
+      const out = { token: sbx.trafficAccessToken };
+      await sbx.files.write("/home/user/host.py", ${JSON.stringify(HOST_ECHO_PY)});
+      await sbx.commands.run("python3 /home/user/host.py", { background: true });
+      const url = "https://" + sbx.getHost(8001) + "/";
+      for (let i = 0; i < 100 && out.withToken === undefined; i++) {
+        const res = await fetch(url, { headers: { "e2b-traffic-access-token": sbx.trafficAccessToken } }).catch(() => undefined);
+        if (res?.status === 200) out.withToken = await res.text();
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      out.without = (await fetch(url)).status;
+      out.wrong = (await fetch(url, { headers: { "e2b-traffic-access-token": "x".repeat(64) } })).status;
+      out.info = await sbx.getInfo().then((i) => i.sandboxId);
+      await sbx.kill();
+      console.log(JSON.stringify(out));
+    `);
+    assert.match(got.token, /^[0-9a-f]{64}$/);
+    assert.equal(got.withToken, "masked-8001.internal");
+    assert.equal(got.without, 403);
+    assert.equal(got.wrong, 403);
+    assert.match(got.info, /^i[a-z0-9]{20}$/);
   });
 
   test("an expired sandbox is gone within about a second of its end", async () => {
