@@ -1,6 +1,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -168,6 +169,23 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     const resumed = await call("POST", `/sandboxes/${made[0]}/resume`, { body: { timeout: 60 } });
     assert.equal(resumed.status, 201, resumed.body);
     assert.equal((await call("GET", `/sandboxes/${made[0]}`)).json.state, "running");
+
+    // Another team's key sees none of it and cannot touch it.
+    const otherKey = "e2b_" + "ab".repeat(20);
+    const tdb = new DatabaseSync(join(s.dataDir, "sandboxd.db"));
+    tdb.prepare("INSERT INTO teams (id, name) VALUES ('other', 'other')").run();
+    tdb.prepare("INSERT INTO api_keys (hash, masked, team_id, created_at) VALUES (?, 'e2b_abab…abab', 'other', '')").run(createHash("sha256").update(otherKey).digest("hex"));
+    tdb.close();
+    const other = (method: string, path: string, body?: unknown) => call(method, path, { key: otherKey, body });
+    assert.deepEqual((await other("GET", "/v2/sandboxes")).json, []);
+    assert.deepEqual((await other("GET", "/sandboxes")).json, []);
+    assert.deepEqual((await other("GET", "/templates")).json, []);
+    assert.deepEqual((await other("GET", `/sandboxes/${made[0]}`)).json, { code: 404, message: `Sandbox "${made[0]}" doesn't exist or you don't have access to it` });
+    for (const [method, path, body] of [["DELETE", ""], ["POST", "/pause"], ["POST", "/connect", { timeout: 5 }], ["POST", "/timeout", { timeout: 5 }], ["POST", "/refreshes"], ["POST", "/resume"]] as const) {
+      assert.equal((await other(method, `/sandboxes/${made[0]}${path}`, body)).status, 404, method + path);
+    }
+    assert.deepEqual((await other("POST", "/sandboxes", { templateID: "base" })).json, { code: 403, message: "you don't have access to template 'base'" });
+    assert.equal((await call("GET", `/sandboxes/${made[0]}`)).json.state, "running", "still running for its own team");
 
     // connect on a running sandbox extends and never shortens (200); timeout may shorten; refreshes extends.
     const endOf = async (id: string) => Date.parse((await call("GET", `/sandboxes/${id}`)).json.endAt);
