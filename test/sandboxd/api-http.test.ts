@@ -54,6 +54,8 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     assert.match(templates.json[0].templateID, /^[a-z0-9]{20}$/);
     assert.equal(templates.json[0].cpuCount, 2);
     assert.equal(templates.json[0].memoryMB, 512);
+    assert.deepEqual((await call("GET", "/templates/aliases/base")).json, { templateID: templates.json[0].templateID, public: false });
+    assert.deepEqual((await call("GET", "/templates/aliases/nosuch")).json, { code: 404, message: "template 'nosuch' not found" });
   });
 
   test("validation: bad JSON, wrong types, missing template, timeout rules, network rule, 1 MiB cap, IDs", async () => {

@@ -10,6 +10,15 @@ import { shortId } from "./validate.js";
 
 const INVALID_KEY = "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.";
 
+/** A path segment decoded, or a 400 when its escapes are malformed. */
+function safeDecode(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new ApiError(400, "validation error: malformed percent-encoding in the path");
+  }
+}
+
 /** The team of the request's X-API-Key, or the 401 to answer. */
 function authenticate(store: Store, req: AnyRequest): string {
   const raw = req.headers["x-api-key"];
@@ -41,8 +50,11 @@ export function createApiHandler(opts: { store: Store; sandboxes: SandboxService
       return sendJson(res, 404, { code: 404, message: `Not found: ${method} ${path} is not an operation of this API` });
     }
     const teamID = authenticate(store, req);
-    const id = found.rawID === undefined ? "" : shortId(found.rawID);
-    await found.route.handle({ req, res, teamID, id, query: url.searchParams, sandboxes });
+    const { raw } = found;
+    const isAlias = found.route.param === "alias";
+    const id = raw === undefined || isAlias ? "" : shortId(raw);
+    const alias = raw !== undefined && isAlias ? safeDecode(raw) : "";
+    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, sandboxes });
   };
 
   return (req, res) => {

@@ -11,7 +11,10 @@ export interface RouteContext {
   req: AnyRequest;
   res: AnyResponse;
   teamID: string;
+  /** The path's sandbox ID after ShortID ("" on routes without one). */
   id: string;
+  /** The path's template alias, as sent (alias routes only). */
+  alias: string;
   query: URLSearchParams;
   sandboxes: SandboxService;
 }
@@ -20,6 +23,8 @@ export interface RouteContext {
 export interface Route {
   method: string;
   path: RegExp;
+  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise. */
+  param?: "alias";
   handle(ctx: RouteContext): Promise<void> | void;
 }
 
@@ -97,10 +102,11 @@ export const ROUTES: Route[] = [
     },
   },
   { method: "GET", path: /^\/templates$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.templates(c.teamID)) },
+  { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
 ];
 
-/** The route for a method and path with the path's raw sandbox ID, or the methods the path has. */
-export function match(method: string, path: string): { route: Route; rawID: string | undefined } | { methods: string[] } {
+/** The route for a method and path with the path's raw parameter, or the methods the path has. */
+export function match(method: string, path: string): { route: Route; raw: string | undefined } | { methods: string[] } {
   const methods: string[] = [];
   for (const route of ROUTES) {
     const m = route.path.exec(path);
@@ -109,7 +115,7 @@ export function match(method: string, path: string): { route: Route; rawID: stri
       methods.push(route.method);
       continue;
     }
-    return { route, rawID: m[1] };
+    return { route, raw: m[1] };
   }
   return { methods };
 }

@@ -32,6 +32,8 @@ export interface SandboxService {
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
   templates(teamID: string): Body[];
+  /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
+  templateByAlias(teamID: string, alias: string): Body;
   /** Starts the evictor (expired sandboxes are killed, or paused with autoPause). */
   startEvictor(everyMs?: number): void;
   /** Stops the evictor and waits for operations in flight; sandboxes keep running. */
@@ -270,6 +272,13 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     kill: (teamID, id) => track(serial(id, async () => killRow(owned(teamID, id)))),
 
     templates: (teamID) => store.templates.listByTeam(teamID).map(templateBody),
+
+    templateByAlias(teamID, alias) {
+      const tpl = store.templates.byAlias(alias.toLowerCase());
+      if (!tpl) throw new ApiError(404, `template '${alias}' not found`);
+      if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${alias}'`);
+      return { templateID: tpl.id, public: false };
+    },
 
     startEvictor(everyMs = 250) {
       if (evictor || closed) return;
