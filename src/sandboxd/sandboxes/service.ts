@@ -10,6 +10,7 @@ import { createSandboxIndex, type SandboxIndex } from "./index.js";
 import type { CreateInput, ListQuery } from "./inputs.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
+import { resolveTemplate, versionAtLeast } from "./resolve.js";
 import { createSerializer } from "./serial.js";
 import { envdAccessToken, trafficAccessToken } from "./tokens.js";
 import { detailBody, listedBody, sandboxBody, templateBody } from "./views.js";
@@ -42,14 +43,6 @@ export interface SandboxService {
 
 const ENVD_PORT = 49983;
 const DEFAULT_TIMEOUT_S = 15;
-
-/** Compares dotted versions ("0.2.0" vs "v0.1.4"). */
-function versionAtLeast(v: string, min: string): boolean {
-  const a = v.replace(/^v/, "").split(/[.-]/).map((x) => Number.parseInt(x, 10) || 0);
-  const b = min.split(".").map(Number);
-  for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== b[i]) return (a[i] ?? 0) > b[i];
-  return true;
-}
 
 /** Creates the service over a store and a runtime; call reconcile() before serving. */
 export function createSandboxService(opts: { store: Store; runtime: Runtime; log: Logger; domain: string }): SandboxService {
@@ -87,18 +80,6 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     if (timeout * 1000 > maxLengthMs(teamID)) throw new ApiError(400, `Timeout cannot be greater than ${hours} hours`);
   };
 
-  const resolveTemplate = (teamID: string, ref: string): Template => {
-    const name = ref.trim().toLowerCase();
-    const m = /^(?:[a-z0-9-_]+\/)?([a-z0-9-_]+)(?::([a-z0-9-_.]+))?$/.exec(name);
-    if (!m) throw new ApiError(400, `invalid template reference '${ref}'`);
-    const [, base, tag] = m;
-    const tpl = store.templates.get(base) ?? store.templates.byAlias(base);
-    if (!tpl) throw new ApiError(404, `template '${ref}' not found`);
-    if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${ref}'`);
-    if (tag && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
-    return tpl;
-  };
-
   /** E2B's KeepAliveFor: the new end is capped at the max length, and with allowShorter=false never earlier. */
   const keepAlive = (row: SandboxRow, timeoutS: number, allowShorter: boolean) => {
     const now = Date.now();
@@ -118,7 +99,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     }, totalMs);
 
   const create = async (teamID: string, input: CreateInput): Promise<Body> => {
-    const tpl = resolveTemplate(teamID, input.templateID);
+    const tpl = resolveTemplate(store, teamID, input.templateID);
     const timeout = input.timeout ?? DEFAULT_TIMEOUT_S;
     checkTimeout(teamID, timeout);
     const network = { ...(input.network ?? {}) };
