@@ -2,6 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { request } from "node:https";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -240,5 +241,33 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
       db.prepare("DELETE FROM templates WHERE id = 'brokentemplate000001'").run();
       db.close();
     }
+  });
+
+  test("operations racing on one sandbox run one at a time: no 500, one kill wins, the index follows", async () => {
+    const made = await call("POST", "/sandboxes", { body: { templateID: "base", timeout: 60 } });
+    assert.equal(made.status, 201, made.body);
+    const id = made.json.sandboxID;
+    const ops = await Promise.all([
+      call("POST", `/sandboxes/${id}/pause`),
+      call("POST", `/sandboxes/${id}/connect`, { body: { timeout: 30 } }),
+      call("POST", `/sandboxes/${id}/pause`),
+      call("POST", `/sandboxes/${id}/connect`, { body: { timeout: 30 } }),
+      call("DELETE", `/sandboxes/${id}`),
+      call("DELETE", `/sandboxes/${id}`),
+      call("POST", `/sandboxes/${id}/timeout`, { body: { timeout: 30 } }),
+    ]);
+    const statuses = ops.map((o) => o.status);
+    assert.ok(statuses.every((st) => st < 500), statuses.join(","));
+    assert.equal(statuses.slice(4, 6).sort().join(","), "204,404", "exactly one kill removes it");
+    assert.equal((await call("GET", `/sandboxes/${id}`)).status, 404);
+    const proxied = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port: s.port, path: "/health", ca, servername: `49983-${id}.e2b.localhost`, agent: false, headers: { host: `49983-${id}.e2b.localhost:${s.port}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    assert.equal(proxied, 502, "the proxy no longer routes to a killed sandbox");
   });
 });
