@@ -2,7 +2,7 @@ import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { get as httpsGet } from "node:https";
+import { Agent, get as httpsGet } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { call, NODE, ROOT, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
@@ -96,11 +96,22 @@ describe("sandboxd serve: first start, TLS, restart", () => {
     assert.ok(health.status === 200 ? body.status === "ok" : body.code === 503, health.body);
   });
 
-  test("SIGTERM exits 0; a restart on the same data dir keeps the CA, the server certificate and the API key", async () => {
+  test("SIGTERM exits 0 at once even with an idle keep-alive connection open; a restart on the same data dir keeps the CA, the server certificate and the API key", async () => {
     const s = first!;
     const ca = readFileSync(s.caFile);
+    const agent = new Agent({ keepAlive: true, ca });
+    await new Promise<void>((resolve, reject) => {
+      httpsGet({ host: "127.0.0.1", port: s.port, path: "/health", servername: "api.e2b.localhost", headers: { host: "api.e2b.localhost" }, agent }, (res) => {
+        res.resume();
+        res.on("end", () => resolve());
+      }).on("error", reject);
+    });
+    const t0 = Date.now();
+    const code = await s.terminate("SIGTERM");
+    agent.destroy();
+    assert.equal(code, 0);
+    assert.ok(Date.now() - t0 < 2000, `exit took ${Date.now() - t0} ms (the idle connection held it for the grace period)`);
     const cert = readFileSync(join(dataDir, "tls", "server.crt"));
-    assert.equal(await s.terminate("SIGTERM"), 0);
     first = await startSandboxd({ dataDir, wait: "lines" });
     assert.equal(first.sdkEnv.E2B_API_KEY, s.sdkEnv.E2B_API_KEY);
     assert.deepEqual(readFileSync(first.caFile), ca);

@@ -73,8 +73,8 @@ export function createListener(opts: { key: Buffer; cert: Buffer; dispatcher: Di
       return new Promise((resolve) => {
         server.close(() => resolve());
         for (const s of sessions) s.close();
-        // HTTP/1.1 connections idle between requests go now; busy ones after their answer or the grace.
-        (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+        // server.close() also ends HTTP/1.1 connections idle between requests (Node ≥ 19); busy
+        // ones close after their answer, or at the grace.
         const hard = setTimeout(() => {
           for (const s of sessions) s.destroy();
           for (const s of sockets) s.destroy();
