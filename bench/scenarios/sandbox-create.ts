@@ -1,0 +1,169 @@
+import { execFileSync, spawn } from "node:child_process";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
+import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
+import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
+import { NODE, ROOT, sandboxSkipReason, startSandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
+import { NotAvailable } from "../lib/available.js";
+import { compared, single } from "../lib/rows.js";
+import { percentile } from "../lib/stats.js";
+import type { BenchContext, Row, Scenario } from "../lib/types.js";
+
+const ID = "10-sandbox-create";
+
+/**
+ * What the SDK user runs, in a fresh Node trusting sandboxd's CA: per round, create → first
+ * commands.run('true') (the time measured) → kill. Prints one JSON line of milliseconds.
+ */
+const SDK_ROUNDS = `
+const { Sandbox } = await import("e2b");
+const n = Number(process.argv[1]);
+const ms = [];
+for (let i = 0; i < n; i++) {
+  const t0 = performance.now();
+  const sbx = await Sandbox.create();
+  const r = await sbx.commands.run("true");
+  ms.push(performance.now() - t0);
+  if (r.exitCode !== 0) throw new Error("true exited " + r.exitCode);
+  await sbx.kill();
+}
+console.log(JSON.stringify(ms));
+`;
+
+/** Holds `count` sandboxes open and prints their IDs, then waits for stdin to close and kills them. */
+const SDK_HOLD = `
+const { Sandbox } = await import("e2b");
+const n = Number(process.argv[1]);
+const all = [];
+for (let i = 0; i < n; i++) all.push(await Sandbox.create({ timeoutMs: 600_000 }));
+console.log(JSON.stringify(all.map((s) => s.sandboxId)));
+process.stdin.resume();
+process.stdin.on("end", async () => { await Promise.all(all.map((s) => s.kill())); process.exit(0); });
+`;
+
+function sdkChild(script: string, arg: number, env: Record<string, string>) {
+  return spawn(NODE, ["--input-type=module", "-e", script, String(arg)], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "" },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+}
+
+/** Runs a script to its end; resolves with its last stdout line parsed as JSON. */
+function sdkRun<T>(script: string, arg: number, env: Record<string, string>): Promise<T> {
+  const child = sdkChild(script, arg, env);
+  child.stdin.end();
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (c: Buffer) => (out += c));
+  child.stderr.on("data", (c: Buffer) => (err += c));
+  return new Promise((resolve, reject) => child.on("exit", (code) => {
+    if (code !== 0) return reject(new Error(`SDK script exited ${code}: ${err.slice(-800)}`));
+    resolve(JSON.parse(out.trim().split("\n").pop()!) as T);
+  }));
+}
+
+/** The baseline: `runc run` of the same base rootfs (same overlay, namespaces, seccomp, limits) running `true`. */
+async function bareRunc(rounds: number): Promise<number[]> {
+  const rootfs = await baseRootfs();
+  const envd = await envdDir();
+  const dir = mkdtempSync(join(tmpdir(), "sandboxd-bench-bare-"));
+  chmodSync(dir, 0o711);
+  for (const d of ["upper", "work", "rootfs"]) mkdirSync(join(dir, d));
+  chownSync(join(dir, "upper"), 100000, 100000);
+  await mountOverlay({ lower: rootfs, upper: join(dir, "upper"), work: join(dir, "work"), target: join(dir, "rootfs") });
+  const cgroup = `/sandboxd-bench-${process.pid}`;
+  try {
+    const cfg = ociConfig({ sandboxID: "bare", rootfsDir: join(dir, "rootfs"), envdDir: envd, tiniPath: "/usr/bin/tini-static", cgroupsPath: `${cgroup}/bare`, cpuCount: 2, memoryMB: 512, pidsLimit: 1024, defaultUser: "root" });
+    (cfg as { process: { args: string[] } }).process.args = ["/bin/true"];
+    writeFileSync(join(dir, "config.json"), JSON.stringify(cfg));
+    const ms: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      const t0 = performance.now();
+      execFileSync("runc", ["--root", join(dir, "runc"), "run", "--bundle", dir, `bare${i}`], { stdio: "ignore" });
+      ms.push(performance.now() - t0);
+    }
+    return ms;
+  } finally {
+    await unmount(join(dir, "rootfs")).catch(() => undefined);
+    for (const c of readFileSync("/proc/self/cgroup", "utf8").split("\n").map((l) => l.split(":")[1]).filter(Boolean)) {
+      for (const ctl of c.split(",")) {
+        try {
+          rmSync(join("/sys/fs/cgroup", ctl.replace(/^name=/, ""), cgroup, "bare"), { recursive: false });
+        } catch {
+          // not made under this controller
+        }
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** RSS of a pid in MiB. */
+function rssMiB(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** Scenario 10: Sandbox.create() to the first command through the published SDK, beside runc run of the same rootfs. */
+export const sandboxCreate: Scenario = {
+  id: ID,
+  title: "sandboxd: Sandbox.create() → first commands.run('true') → kill, vs runc run of the same rootfs",
+  async run(ctx: BenchContext): Promise<Row[]> {
+    const skip = sandboxSkipReason();
+    if (skip) throw new NotAvailable(skip);
+    const rounds = ctx.quick ? 3 : 50;
+    const idle = ctx.quick ? 3 : 50;
+    const s = await startSandboxd();
+    try {
+      const ms = await sdkRun<number[]>(SDK_ROUNDS, rounds, s.sdkEnv);
+      const bare = await bareRunc(rounds);
+      const rows: Row[] = [];
+      for (const p of [50, 95]) {
+        rows.push(compared({
+          scenario: ID, metric: `create → first command, p${p} (${rounds} sandboxes)`, value: percentile(ms, p), unit: "ms",
+          baseline: percentile(bare, p), baselineLabel: "runc run true, same rootfs",
+          target: p === 50 ? { text: "≤ 300 ms and ≤ 2×", met: (r) => r.value <= 300 && r.ratio <= 2 } : undefined,
+        }));
+      }
+      // Idle footprint: sandboxd's own RSS before and with `idle` sandboxes, and what each costs.
+      const pid = Number(execFileSync("pgrep", ["-o", "-f", `serve.*${s.dataDir}`], { encoding: "utf8" }).trim());
+      const before = rssMiB(pid);
+      const holder = sdkChild(SDK_HOLD, idle, s.sdkEnv);
+      let out = "";
+      holder.stdout.on("data", (c: Buffer) => (out += c));
+      await new Promise<void>((resolve, reject) => {
+        holder.stdout.on("data", () => out.includes("]") && resolve());
+        holder.on("exit", (code) => reject(new Error(`holder exited ${code}`)));
+      });
+      await new Promise((r) => setTimeout(r, 5000));
+      const ids = JSON.parse(out.trim().split("\n").pop()!) as string[];
+      const perSandbox = ids.map((id) => cgroupMemoryMiB(id)).filter((x) => Number.isFinite(x));
+      const withIdle = rssMiB(pid);
+      holder.stdin.end();
+      await new Promise((r) => holder.on("exit", r));
+      rows.push(single(ID, `sandboxd RSS with ${idle} idle sandboxes`, withIdle, "MiB", undefined, `${before.toFixed(0)} MiB with none`));
+      rows.push(single(ID, "memory charged per idle sandbox (cgroup, median)", percentile(perSandbox, 50), "MiB", undefined, `${perSandbox.length} sandboxes; Go envd publishes 16 MiB for envd alone`));
+      return rows;
+    } finally {
+      await s.stop();
+    }
+  },
+};
+
+/** memory.usage_in_bytes (v1) or memory.current (v2) of a sandbox's cgroup, found by its ID. */
+function cgroupMemoryMiB(id: string): number {
+  const found = execFileSync("find", ["/sys/fs/cgroup", "-maxdepth", "4", "-type", "d", "-name", id], { encoding: "utf8" }).split("\n").filter(Boolean);
+  for (const dir of found) {
+    for (const f of ["memory.usage_in_bytes", "memory.current"]) {
+      try {
+        return Number(readFileSync(join(dir, f), "utf8")) / 2 ** 20;
+      } catch {
+        // not the memory controller's directory
+      }
+    }
+  }
+  return NaN;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// Builds dist/sandboxd-<version>-linux-<arch>.tar.gz (run by `./build.sh --artifact`, after envd's):
+//   sandboxd          launcher: runs the bundle with the Node shipped beside it
+//   lib/sandboxd.cjs  the bundle (dist/sandboxd), lib/node the Node 24 binary (node:sqlite built in)
+//   envd/             the envd release artifact sandboxes run (the default --envd-dir)
+// System tools it calls at run time: openssl, runc, ip, nft, mount, debootstrap, tini.
+import { execFileSync } from "node:child_process";
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const VERSION = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version;
+const ARCH = process.arch;
+const NAME = `sandboxd-${VERSION}-linux-${ARCH}`;
+const DIST = join(ROOT, "dist");
+const STAGE = join(DIST, NAME);
+const TARBALL = join(DIST, `${NAME}.tar.gz`);
+const NODE = join(ROOT, "node_modules", `node-linux-${ARCH}`, "bin", "node");
+const ENVD = join(DIST, `envd-${VERSION}-linux-${ARCH}`);
+
+for (const [what, path] of [["dist/sandboxd (run ./build.sh)", join(DIST, "sandboxd")], ["the Node 24 binary (npm ci)", NODE], ["the envd artifact (scripts/package-sea.mjs)", join(ENVD, "envd")]]) {
+  if (!existsSync(path)) throw new Error(`package-sandboxd: ${what} is missing: ${path}`);
+}
+
+rmSync(STAGE, { recursive: true, force: true });
+mkdirSync(join(STAGE, "lib"), { recursive: true });
+copyFileSync(join(DIST, "sandboxd"), join(STAGE, "lib", "sandboxd.cjs"));
+writeFileSync(join(STAGE, "lib", "package.json"), '{"type":"commonjs"}\n');
+copyFileSync(NODE, join(STAGE, "lib", "node"));
+chmodSync(join(STAGE, "lib", "node"), 0o755);
+cpSync(ENVD, join(STAGE, "envd"), { recursive: true });
+// The bundle looks for envd/ beside its own file (lib/), so the launcher names the directory.
+writeFileSync(
+  join(STAGE, "sandboxd"),
+  `#!/bin/sh
+# sandboxd ${VERSION}: runs the control plane with the Node shipped beside it.
+here=$(dirname "$(readlink -f "$0")")
+: "\${SANDBOXD_ENVD_DIR:=$here/envd}"
+export SANDBOXD_ENVD_DIR
+exec "$here/lib/node" "$here/lib/sandboxd.cjs" "$@"
+`,
+);
+chmodSync(join(STAGE, "sandboxd"), 0o755);
+writeFileSync(join(STAGE, "VERSION"), `${VERSION}\n`);
+
+const out = execFileSync(join(STAGE, "sandboxd"), ["--version"], { encoding: "utf8", env: { PATH: "/usr/bin:/bin" } }).trim();
+if (out !== VERSION) throw new Error(`staged sandboxd --version printed '${out}', expected ${VERSION}`);
+execFileSync("tar", ["-C", DIST, "--owner=0", "--group=0", "-czf", TARBALL, NAME]);
+process.stderr.write(`package: wrote ${TARBALL} (${(statSync(TARBALL).size / 1e6).toFixed(1)} MB)\n`);

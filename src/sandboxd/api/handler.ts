@@ -1,0 +1,72 @@
+import type { Logger } from "../log.js";
+import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
+import type { ApiHandler } from "../server/dispatch.js";
+import { ApiError } from "../sandboxes/errors.js";
+import type { SandboxService } from "../sandboxes/service.js";
+import type { Store } from "../store/store.js";
+import { sendError, sendJson } from "./http.js";
+import { match } from "./routes.js";
+import { shortId } from "./validate.js";
+
+const INVALID_KEY = "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.";
+
+/** A path segment decoded, or a 400 when its escapes are malformed. */
+function safeDecode(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new ApiError(400, "validation error: malformed percent-encoding in the path");
+  }
+}
+
+/** The team of the request's X-API-Key, or the 401 to answer. */
+function authenticate(store: Store, req: AnyRequest): string {
+  const raw = req.headers["x-api-key"];
+  const key = Array.isArray(raw) ? raw[0] : raw;
+  if (key === undefined || key === "") {
+    throw new ApiError(401, "Missing API key: send your team's key in the X-API-Key header (see https://e2b.dev/docs/api-key)");
+  }
+  const team = key.startsWith("e2b_") ? store.apiKeys.teamOf(key) : undefined;
+  if (!team) throw new ApiError(401, INVALID_KEY);
+  return team;
+}
+
+/**
+ * The control API: routes by method and path, authenticates by X-API-Key, and answers every
+ * error as `{code, message}` JSON. Nothing escapes: an unexpected error is logged and answered
+ * with a 500 that names no internals.
+ */
+export function createApiHandler(opts: { store: Store; sandboxes: SandboxService; log: Logger }): ApiHandler {
+  const { store, sandboxes, log } = opts;
+
+  const handle = async (req: AnyRequest, res: AnyResponse) => {
+    const url = new URL(req.url ?? "/", "http://api");
+    const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, "") : url.pathname;
+    const method = req.method ?? "GET";
+    const found = match(method, path);
+    if ("methods" in found) {
+      req.resume();
+      if (found.methods.length > 0) return sendJson(res, 405, { code: 405, message: `Method ${method} is not allowed on ${path}` }, { allow: found.methods.join(", ") });
+      return sendJson(res, 404, { code: 404, message: `Not found: ${method} ${path} is not an operation of this API` });
+    }
+    const teamID = authenticate(store, req);
+    const { raw } = found;
+    const isAlias = found.route.param === "alias";
+    const id = raw === undefined || isAlias ? "" : shortId(raw);
+    const alias = raw !== undefined && isAlias ? safeDecode(raw) : "";
+    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, sandboxes });
+  };
+
+  return (req, res) => {
+    const started = Date.now();
+    handle(req, res)
+      .catch((err: unknown) => {
+        req.resume();
+        if (err instanceof ApiError) return sendError(res, err);
+        log.error({ err: String((err as Error)?.stack ?? err), method: req.method }, "API request failed");
+        sendJson(res, 500, { code: 500, message: "Internal error while handling the request" });
+      })
+      .catch(() => res.destroy())
+      .finally(() => log.debug({ method: req.method, status: res.statusCode, ms: Date.now() - started }, "api request"));
+  };
+}

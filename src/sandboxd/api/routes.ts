@@ -1,0 +1,121 @@
+import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
+import type { SandboxService } from "../sandboxes/service.js";
+import { parseCreateBody } from "./create-body.js";
+import { readJson, sendEmpty, sendJson } from "./http.js";
+import { parseListQuery } from "./list-query.js";
+import { parseMetadataFilter } from "../sandboxes/list.js";
+import { objectBody, optBool, optInt, invalid } from "./validate.js";
+
+/** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
+export interface RouteContext {
+  req: AnyRequest;
+  res: AnyResponse;
+  teamID: string;
+  /** The path's sandbox ID after ShortID ("" on routes without one). */
+  id: string;
+  /** The path's template alias, as sent (alias routes only). */
+  alias: string;
+  query: URLSearchParams;
+  sandboxes: SandboxService;
+}
+
+/** One route: method, path pattern (its one group is the sandbox ID) and handler. */
+export interface Route {
+  method: string;
+  path: RegExp;
+  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise. */
+  param?: "alias";
+  handle(ctx: RouteContext): Promise<void> | void;
+}
+
+/** The connect timeout when a client sends none (the SDKs' own default). */
+const CONNECT_DEFAULT_TIMEOUT_S = 300;
+
+const create = (secure: boolean) => async (c: RouteContext) => sendJson(c.res, 201, await c.sandboxes.create(c.teamID, parseCreateBody(await readJson(c.req), secure)));
+
+const connect = async (c: RouteContext) => {
+  const body = objectBody(await readJson(c.req), true);
+  const timeout = optInt(body, "timeout") ?? CONNECT_DEFAULT_TIMEOUT_S;
+  if (timeout < 0) throw invalid(`field "timeout": number must be at least 0`);
+  const r = await c.sandboxes.connect(c.teamID, c.id, timeout);
+  sendJson(c.res, r.status, r.body);
+};
+
+const ID = "([^/]+)";
+
+/** The control API's routes. */
+export const ROUTES: Route[] = [
+  { method: "POST", path: /^\/sandboxes$/, handle: create(false) },
+  { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(true) },
+  { method: "GET", path: /^\/sandboxes$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.listV1(c.teamID, parseMetadataFilter(c.query.get("metadata")))) },
+  {
+    method: "GET",
+    path: /^\/v2\/sandboxes$/,
+    handle(c) {
+      const r = c.sandboxes.listV2(c.teamID, parseListQuery(c.query));
+      const headers: Record<string, string> = {};
+      if (r.nextToken) headers["x-next-token"] = r.nextToken;
+      if (r.totalRunning !== undefined) headers["x-total-running"] = String(r.totalRunning);
+      sendJson(c.res, 200, r.items, headers);
+    },
+  },
+  { method: "GET", path: new RegExp(`^/sandboxes/${ID}$`), handle: (c) => sendJson(c.res, 200, c.sandboxes.get(c.teamID, c.id)) },
+  { method: "DELETE", path: new RegExp(`^/sandboxes/${ID}$`), handle: async (c) => sendEmpty(c.res, (await c.sandboxes.kill(c.teamID, c.id), 204)) },
+  { method: "POST", path: new RegExp(`^/sandboxes/${ID}/connect$`), handle: connect },
+  { method: "POST", path: new RegExp(`^/v2/sandboxes/${ID}/connect$`), handle: connect },
+  {
+    method: "POST",
+    path: new RegExp(`^/sandboxes/${ID}/resume$`),
+    async handle(c) {
+      const body = objectBody(await readJson(c.req), true);
+      sendJson(c.res, 201, await c.sandboxes.resume(c.teamID, c.id, optInt(body, "timeout") ?? 15, optBool(body, "autoPause")));
+    },
+  },
+  {
+    method: "POST",
+    path: new RegExp(`^/sandboxes/${ID}/timeout$`),
+    async handle(c) {
+      const timeout = optInt(objectBody(await readJson(c.req), false), "timeout");
+      if (timeout === undefined) throw invalid(`field "timeout" is required`);
+      await c.sandboxes.setTimeout(c.teamID, c.id, timeout);
+      sendEmpty(c.res);
+    },
+  },
+  {
+    method: "POST",
+    path: new RegExp(`^/sandboxes/${ID}/refreshes$`),
+    async handle(c) {
+      const duration = optInt(objectBody(await readJson(c.req), true), "duration") ?? 15;
+      if (duration < 0 || duration > 3600) throw invalid(`field "duration": number must be between 0 and 3600`);
+      await c.sandboxes.refresh(c.teamID, c.id, duration);
+      sendEmpty(c.res);
+    },
+  },
+  {
+    method: "POST",
+    path: new RegExp(`^/sandboxes/${ID}/pause$`),
+    async handle(c) {
+      const body = objectBody(await readJson(c.req), true);
+      if (optBool(body, "memory") === false) throw invalid(`field "memory": a filesystem-only pause is not supported by this server`);
+      await c.sandboxes.pause(c.teamID, c.id);
+      sendEmpty(c.res);
+    },
+  },
+  { method: "GET", path: /^\/templates$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.templates(c.teamID)) },
+  { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
+];
+
+/** The route for a method and path with the path's raw parameter, or the methods the path has. */
+export function match(method: string, path: string): { route: Route; raw: string | undefined } | { methods: string[] } {
+  const methods: string[] = [];
+  for (const route of ROUTES) {
+    const m = route.path.exec(path);
+    if (!m) continue;
+    if (route.method !== method) {
+      methods.push(route.method);
+      continue;
+    }
+    return { route, raw: m[1] };
+  }
+  return { methods };
+}

@@ -1,0 +1,71 @@
+import { ApiError } from "../sandboxes/errors.js";
+
+/** A 400 with the API validator's prefix. */
+export function invalid(what: string): ApiError {
+  return new ApiError(400, `validation error: ${what}`);
+}
+
+/** The body as an object (an absent body counts as `{}` when `optional`). */
+export function objectBody(body: unknown, optional: boolean): Record<string, unknown> {
+  if (body === undefined && optional) return {};
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw invalid("request body must be a JSON object");
+  return body as Record<string, unknown>;
+}
+
+/** An optional boolean field. */
+export function optBool(o: Record<string, unknown>, key: string): boolean | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean") throw invalid(`field "${key}" must be a boolean`);
+  return v;
+}
+
+/** An optional integer field (32-bit, as the API's schema says). */
+export function optInt(o: Record<string, unknown>, key: string): number | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || Math.abs(v) > 2 ** 31 - 1) throw invalid(`field "${key}" must be an integer`);
+  return v;
+}
+
+/** An optional string field. */
+export function optString(o: Record<string, unknown>, key: string): string | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string") throw invalid(`field "${key}" must be a string`);
+  return v;
+}
+
+/** An optional map of strings to strings. */
+export function optStringMap(o: Record<string, unknown>, key: string): Record<string, string> | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "object" || Array.isArray(v)) throw invalid(`field "${key}" must be an object of strings`);
+  const out: Record<string, string> = {};
+  for (const [k, s] of Object.entries(v as Record<string, unknown>)) {
+    if (typeof s !== "string") throw invalid(`field "${key}.${k}" must be a string`);
+    out[k] = s;
+  }
+  return out;
+}
+
+/** An optional array of strings. */
+export function optStringList(o: Record<string, unknown>, key: string, path: string): string[] | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || v.some((s) => typeof s !== "string")) throw invalid(`field "${path}" must be an array of strings`);
+  return v as string[];
+}
+
+/** ShortID: the legacy "<id>-<clientID>" form keeps the part before "-"; the rest must be [a-z0-9]+. */
+export function shortId(raw: string): string {
+  let id: string;
+  try {
+    id = decodeURIComponent(raw);
+  } catch {
+    throw new ApiError(400, "Invalid sandbox ID");
+  }
+  id = id.split("-", 1)[0];
+  if (!/^[a-z0-9]+$/.test(id)) throw new ApiError(400, "Invalid sandbox ID");
+  return id;
+}

@@ -1,0 +1,127 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Config } from "./config.js";
+import { resolveEnvdDir, userLines } from "./cli.js";
+import { ensureBaseRootfs } from "./images/base.js";
+import type { Logger } from "./log.js";
+import { createProxy } from "./proxy/proxy.js";
+import type { RouteIndex } from "./proxy/target.js";
+import { createApiHandler } from "./api/handler.js";
+import { createRuncRuntime } from "./runtime/runc.js";
+import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
+import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
+import { createListener } from "./server/listener.js";
+import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
+import { openStore, type Store } from "./store/store.js";
+import { ensureTls } from "./tls/certs.js";
+
+/** A started sandboxd: its port, what to print for the user, and a stop that leaves sandboxes running. */
+export interface App {
+  port: number;
+  userLines: string;
+  close(): Promise<void>;
+}
+
+/** Requests in flight get this long to finish at shutdown before their connections are cut. */
+const SHUTDOWN_GRACE_MS = 3000;
+
+/**
+ * The E2B envd version whose API our envd implements (the reference's `pkg/version.go`); the SDK
+ * gates features on the version a template reports, so the base template reports this one.
+ */
+const ENVD_COMPATIBLE_VERSION = "0.6.13";
+
+/** Writes a secret file atomically with mode 0600 (a crash leaves the old file or none). */
+function writeSecret(file: string, text: string): void {
+  const tmp = `${file}.tmp-${process.pid}`;
+  writeFileSync(tmp, text, { mode: 0o600 });
+  renameSync(tmp, file);
+}
+
+/**
+ * The default team's API key as `<dataDir>/api-key` holds it. A first start seeds the store and
+ * writes the file; the store keeps only a hash, so a lost file is replaced by a new key.
+ */
+function apiKey(store: Store, dataDir: string, log: Logger): string {
+  const file = join(dataDir, "api-key");
+  const seeded = seed(store);
+  if (seeded.seeded) {
+    writeSecret(file, seeded.apiKey + "\n");
+    log.info({ file }, "made the default team and its API key");
+    return seeded.apiKey;
+  }
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  const fresh = seedKey();
+  store.apiKeys.add(fresh, DEFAULT_TEAM_ID);
+  writeSecret(file, fresh + "\n");
+  log.warn({ file }, "the API key file was missing: issued a new key for the default team (earlier keys still work)");
+  return fresh;
+}
+
+/** A new key in E2B's format (`e2b_` + 40 hex). */
+function seedKey(): string {
+  const b = new Uint8Array(20);
+  crypto.getRandomValues(b);
+  return "e2b_" + Buffer.from(b).toString("hex");
+}
+
+/**
+ * Composition root: data dir → store (seeded once) → TLS → listener (answering /health 503
+ * until ready) → runtime → base template → the sandbox service behind the API and the proxy.
+ * The listener comes up first so that a first start, which builds the base template for
+ * minutes, is visibly alive.
+ */
+export async function startApp(config: Config, version: string, log: Logger): Promise<App> {
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
+  const envdDir = resolveEnvdDir(config.envdDir, version);
+  const store = openStore(join(config.dataDir, "sandboxd.db"));
+  const key = apiKey(store, config.dataDir, log);
+  const tls = await ensureTls(config.dataDir, config.domain, log);
+  let index: RouteIndex = { lookup: () => undefined };
+  let api: ApiHandler | undefined;
+  let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
+  const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log });
+  const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log });
+  const listener = createListener({ key: tls.key, cert: tls.cert, dispatcher, log });
+  const port = await listener.listen(config.listenHost, config.listenPort);
+  log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
+
+  let service: SandboxService | undefined;
+  let closing = false;
+  const boot = async () => {
+    const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
+    state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
+    const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log });
+    if (closing) return;
+    const templateID = registerBaseTemplate(store, { rootfs, envdVersion: ENVD_COMPATIBLE_VERSION });
+    log.info({ templateID, rootfs }, "base template ready");
+    state = { ready: false, reason: "finding the sandboxes of the last run" };
+    service = createSandboxService({ store, runtime, log, domain: config.domain });
+    await service.reconcile();
+    if (closing) return;
+    index = service.index;
+    api = createApiHandler({ store, sandboxes: service, log });
+    service.startEvictor();
+    state = { ready: true };
+    log.info("ready: sandboxes can be made");
+  };
+  const booted = boot().catch((err: Error) => {
+    state = { ready: false, reason: err.message };
+    log.error({ err: err.message }, "sandboxd cannot make sandboxes");
+  });
+
+  return {
+    port,
+    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile }),
+    async close() {
+      closing = true;
+      await listener.close(SHUTDOWN_GRACE_MS);
+      proxy.close();
+      // A boot still building the base template is left to die with the process; one that
+      // reached the service is waited for, so the store is not closed under it.
+      if (service) await booted;
+      await service?.close();
+      store.close();
+    },
+  };
+}

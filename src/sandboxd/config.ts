@@ -1,0 +1,151 @@
+import { isIP } from "node:net";
+import { parseArgs } from "node:util";
+
+/** Everything `sandboxd serve` runs with; resolved once at start from flags, then environment, then defaults. */
+export interface Config {
+  /** Base domain: the API is `api.<domain>`, sandboxes are `<port>-<id>.<domain>`. */
+  domain: string;
+  /** Address to bind (`::` is dual-stack) and its port (0 picks a free one). */
+  listenHost: string;
+  listenPort: number;
+  dataDir: string;
+  logLevel: string;
+  /** Directory of the envd release artifact; undefined: look beside the executable, then in the repository. */
+  envdDir: string | undefined;
+  /** Addresses handed to sandboxes, a /30 each. */
+  networkCidr: string;
+  /** Interface sandboxes' traffic is NATed out of; undefined: no NAT, no forwarding. */
+  egressInterface: string | undefined;
+  /** Where the base rootfs is built once per machine. */
+  cacheDir: string;
+}
+
+/** What parseConfig returns: a config to run with, or text to print and an exit code. */
+export type ParseResult = { config: Config } | { print: string; exitCode: number };
+
+interface Option {
+  env: string;
+  help: string;
+  def: string;
+}
+
+const options: Record<string, Option> = {
+  domain: { env: "SANDBOXD_DOMAIN", help: "base domain (API at api.<domain>, sandboxes at <port>-<id>.<domain>)", def: "e2b.localhost" },
+  listen: { env: "SANDBOXD_LISTEN", help: "address and port of the HTTPS listener (HTTP/1.1 and HTTP/2)", def: "[::]:443" },
+  "data-dir": { env: "SANDBOXD_DATA_DIR", help: "state: database, TLS files, API key, sandboxes' layers", def: "/var/lib/sandboxd" },
+  "log-level": { env: "SANDBOXD_LOG_LEVEL", help: "fatal|error|warn|info|debug|trace|silent", def: "info" },
+  "envd-dir": { env: "SANDBOXD_ENVD_DIR", help: "envd release artifact directory (default: envd/ beside sandboxd)", def: "" },
+  "network-cidr": { env: "SANDBOXD_NETWORK_CIDR", help: "IPv4 range for sandboxes, a /30 each", def: "10.12.0.0/16" },
+  "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "interface to NAT sandbox traffic out of, or none", def: "none" },
+  "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
+};
+
+const LOG_LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
+
+/** The `sandboxd --help` text. */
+export function usage(version: string): string {
+  const lines = [
+    `sandboxd ${version}: a control plane for E2B-compatible sandboxes on one Linux machine`,
+    "",
+    "usage: sandboxd serve [flags]",
+    "       sandboxd --version | --help",
+    "",
+    "flags (each also an environment variable):",
+  ];
+  for (const [name, o] of Object.entries(options)) {
+    lines.push(`  --${name.padEnd(18)} ${o.help}`, `  ${"".padEnd(20)} env ${o.env}; default ${o.def || "(see above)"}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** Splits `ADDR:PORT` or `[V6]:PORT`; throws a message fit to show the user. */
+export function parseListen(text: string): { host: string; port: number } {
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(text) ?? /^([^:[\]]*):(\d{1,5})$/.exec(text);
+  const host = m?.[1] === "" ? "::" : m?.[1];
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || host === undefined || !(port >= 0 && port <= 65535)) {
+    throw new Error(`--listen must be ADDR:PORT or [IPV6]:PORT (port 0..65535), got '${text}'`);
+  }
+  if (!isIP(host) && host !== "localhost") throw new Error(`--listen address must be an IP address, got '${host}'`);
+  return { host, port };
+}
+
+/** Checks a DNS name of at least two labels; throws a message fit to show the user. */
+export function checkDomain(text: string): string {
+  const d = text.toLowerCase();
+  const label = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+  const labels = d.split(".");
+  if (d.length > 200 || labels.length < 2 || !labels.every((l) => label.test(l))) {
+    // One label would put sandboxes under a wildcard like *.localhost, which TLS clients reject.
+    throw new Error(`--domain must be a DNS name of at least two labels (e.g. e2b.localhost), got '${text}'`);
+  }
+  return d;
+}
+
+/** Checks an IPv4 CIDR with room for at least one /30; throws a message fit to show the user. */
+export function checkCidr(text: string): string {
+  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d{1,2})$/.exec(text);
+  if (!m || m.slice(1, 5).some((o) => Number(o) > 255) || Number(m[5]) > 30) {
+    throw new Error(`--network-cidr must be an IPv4 CIDR of /30 or larger (e.g. 10.12.0.0/16), got '${text}'`);
+  }
+  return text;
+}
+
+/** Parses `sandboxd` arguments and environment into a Config, or into text to print (help, errors). */
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: string): ParseResult {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        ...Object.fromEntries(Object.keys(options).map((k) => [k, { type: "string" as const }])),
+        help: { type: "boolean", short: "h" },
+        version: { type: "boolean" },
+      },
+    });
+  } catch (err) {
+    return { print: `sandboxd: ${(err as Error).message}\nrun 'sandboxd --help' for usage\n`, exitCode: 2 };
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { print: usage(version), exitCode: 0 };
+  if (values.version) return { print: `${version}\n`, exitCode: 0 };
+  if (positionals.length !== 1 || positionals[0] !== "serve") {
+    const what = positionals.length === 0 ? "no command given" : `unknown command '${positionals.join(" ")}'`;
+    return { print: `sandboxd: ${what}; the command is 'serve'\nrun 'sandboxd --help' for usage\n`, exitCode: 2 };
+  }
+  const get = (name: string): string => {
+    const v = (values as Record<string, string | boolean | undefined>)[name];
+    if (typeof v === "string") return v;
+    return env[options[name].env] ?? options[name].def;
+  };
+  try {
+    const listen = parseListen(get("listen"));
+    const logLevel = get("log-level");
+    if (!LOG_LEVELS.has(logLevel)) throw new Error(`--log-level must be one of ${[...LOG_LEVELS].join("|")}, got '${logLevel}'`);
+    const egress = get("egress-interface");
+    if (egress !== "none" && !/^[A-Za-z0-9_.:-]{1,15}$/.test(egress)) throw new Error(`--egress-interface must be an interface name or none, got '${egress}'`);
+    for (const dir of ["data-dir", "cache-dir"]) if (get(dir) === "") throw new Error(`--${dir} must not be empty`);
+    return {
+      config: {
+        domain: checkDomain(get("domain")),
+        listenHost: listen.host,
+        listenPort: listen.port,
+        dataDir: get("data-dir"),
+        logLevel,
+        envdDir: get("envd-dir") || undefined,
+        networkCidr: checkCidr(get("network-cidr")),
+        egressInterface: egress === "none" ? undefined : egress,
+        cacheDir: get("cache-dir"),
+      },
+    };
+  } catch (err) {
+    return { print: `sandboxd: ${(err as Error).message}\n`, exitCode: 2 };
+  }
+}
+
+/** The E2B_DOMAIN value clients use: the domain, with the port only when it is not 443. */
+export function clientDomain(domain: string, port: number): string {
+  return port === 443 ? domain : `${domain}:${port}`;
+}

@@ -1,0 +1,116 @@
+import { createHash } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "../log.js";
+import { execTool, mustExec } from "../runtime/exec.js";
+import { MAPPED_ROOT } from "../runtime/idmap.js";
+import { takeLock } from "./lock.js";
+import { findDebianMirror } from "./mirror.js";
+import { shiftOwnership } from "./shift.js";
+
+const SUITE = "bookworm";
+/** E2B's base image tools, plus what envd's process API runs (bash, util-linux) and terminfo for PTYs. */
+const PACKAGES = [
+  "python3", "python-is-python3", "curl", "git", "sudo", "procps", "ca-certificates", "iproute2",
+  "bash", "coreutils", "util-linux", "ncurses-base", "ncurses-bin", "less",
+];
+/** Bump when the finishing steps below change, so that caches built by older code are rebuilt. */
+const REVISION = 1;
+
+/** Options of ensureBaseRootfs. */
+export interface BaseRootfsOptions {
+  /** Where built root filesystems are kept (default /var/cache/sandboxd, env SANDBOXD_CACHE_DIR). */
+  cacheDir: string;
+  log: Logger;
+  /** Debian mirror; default: env SANDBOXD_DEBIAN_MIRROR, then the one this machine's apt uses. */
+  mirror?: string;
+}
+
+/** The cache key of the current recipe (suite, packages, finishing steps, id mapping). */
+export function baseRecipeKey(): string {
+  return createHash("sha256").update(JSON.stringify({ SUITE, PACKAGES, REVISION, MAPPED_ROOT })).digest("hex").slice(0, 12);
+}
+
+/** Unmounts whatever debootstrap left mounted below `root` (proc, sys), deepest first. */
+async function unmountBelow(root: string): Promise<void> {
+  const mounts = readFileSync("/proc/self/mounts", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[1]?.replace(/\\040/g, " "))
+    .filter((m): m is string => !!m && (m === root || m.startsWith(root + "/")))
+    .sort()
+    .reverse();
+  for (const m of mounts) await execTool("umount", ["-l", m]);
+}
+
+/** Runs debootstrap into `root`, with one retry from scratch for a dropped download. */
+async function bootstrap(root: string, mirror: string, log: Logger): Promise<void> {
+  const args = ["--variant=minbase", `--include=${PACKAGES.join(",")}`, SUITE, root, mirror];
+  for (let attempt = 1; ; attempt++) {
+    const r = await execTool("debootstrap", args, { timeoutMs: 20 * 60_000 });
+    if (r.code === 0) return;
+    await unmountBelow(root);
+    let detail = r.stderr.trim().slice(-1500) || r.stdout.trim().slice(-1500);
+    try {
+      detail += "\n" + readFileSync(join(root, "debootstrap", "debootstrap.log"), "utf8").slice(-1500);
+    } catch {
+      // debootstrap failed before writing its log
+    }
+    rmSync(root, { recursive: true, force: true });
+    if (attempt >= 2) throw new Error(`debootstrap ${SUITE} from ${mirror} failed: ${detail}`);
+    log.warn({ mirror }, "debootstrap failed; retrying once");
+  }
+}
+
+/** E2B's finishing steps: user `user` with passwordless sudo, a clean apt, no host identity. */
+async function finish(root: string): Promise<void> {
+  await mustExec("chroot", [root, "useradd", "-m", "-s", "/bin/bash", "user"]);
+  writeFileSync(join(root, "etc/sudoers.d/user"), "user ALL=(ALL:ALL) NOPASSWD: ALL\n", { mode: 0o440 });
+  await execTool("chroot", [root, "apt-get", "clean"]);
+  rmSync(join(root, "var/lib/apt/lists"), { recursive: true, force: true });
+  mkdirSync(join(root, "var/lib/apt/lists/partial"), { recursive: true });
+  writeFileSync(join(root, "etc/hostname"), "sandbox\n");
+  writeFileSync(join(root, "etc/resolv.conf"), "");
+  rmSync(join(root, "debootstrap"), { recursive: true, force: true });
+}
+
+/**
+ * Returns the read-only root filesystem of template `base` (Debian bookworm minbase with E2B's
+ * base tools and user `user`), owned by the sandboxes' mapped id range. Built once per machine
+ * and recipe by debootstrap, atomically (temp dir + rename) under a lock file, so concurrent
+ * callers wait for one build instead of racing.
+ */
+export async function ensureBaseRootfs(opts: BaseRootfsOptions): Promise<string> {
+  const dir = join(opts.cacheDir, `base-${SUITE}-${baseRecipeKey()}`);
+  const rootfs = join(dir, "rootfs");
+  if (existsSync(rootfs)) return rootfs;
+  mkdirSync(opts.cacheDir, { recursive: true, mode: 0o755 });
+  const release = await takeLock(`${dir}.lock`, {
+    timeoutMs: 30 * 60_000,
+    onWait: () => opts.log.info({ dir }, "waiting for another process building the base rootfs"),
+  });
+  try {
+    if (existsSync(rootfs)) return rootfs;
+    const mirror = opts.mirror ?? process.env.SANDBOXD_DEBIAN_MIRROR ?? findDebianMirror();
+    const t0 = Date.now();
+    opts.log.info({ mirror, dir }, "building the base rootfs (once per machine)");
+    const tmp = mkdtempSync(join(opts.cacheDir, ".build-base-"));
+    try {
+      const root = join(tmp, "rootfs");
+      await bootstrap(root, mirror, opts.log);
+      const tBoot = Date.now();
+      await unmountBelow(root);
+      await finish(root);
+      const files = shiftOwnership(root, MAPPED_ROOT);
+      chmodSync(tmp, 0o755);
+      renameSync(tmp, dir);
+      opts.log.info({ dir, debootstrapMs: tBoot - t0, totalMs: Date.now() - t0, files }, "base rootfs built");
+    } catch (err) {
+      await unmountBelow(tmp);
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+    return rootfs;
+  } finally {
+    release();
+  }
+}

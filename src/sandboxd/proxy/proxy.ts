@@ -1,0 +1,103 @@
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Duplex } from "node:stream";
+import type { Logger } from "../log.js";
+import { DEFAULT_LIMITS, type ProxyLimits } from "./dial.js";
+import { badRequestTarget, sandboxNotFound, sendError, tooManyConnections, type AnyRequest, type AnyResponse, type ProxyError } from "./errors.js";
+import { originForm, refusal } from "./guard.js";
+import { requestHeaders, upstreamHost } from "./headers.js";
+import { createAgent, forwardHttp1, type Upstream } from "./http1.js";
+import { forwardHttp2, H2cPool } from "./http2.js";
+import { InFlight } from "./limits.js";
+import type { Route, RouteIndex, RouteTarget } from "./target.js";
+import { forwardUpgrade, writeRawError } from "./upgrade.js";
+
+/** The sandbox proxy: relays requests and upgrades already routed to `<port>-<id>` to the sandbox. */
+export interface Proxy {
+  handle(req: AnyRequest, res: AnyResponse, route: Route): void;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, route: Route): void;
+  /** Drops pooled upstream connections (requests in flight are cut). */
+  close(): void;
+}
+
+/** Builds the proxy over the lifecycle's index; only `index.lookup` is read per request. */
+export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Partial<ProxyLimits> }): Proxy {
+  const limits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const { index, log } = opts;
+  const agent = createAgent(limits);
+  const pool = new H2cPool(limits);
+  const inFlight = new InFlight(limits.maxPerSandbox);
+
+  /** The target and the upstream request, or the error to answer with. */
+  const admit = (req: AnyRequest, route: Route): { target: RouteTarget; up: Upstream; release: () => void } | ProxyError => {
+    const target = index.lookup(route.sandboxID);
+    if (!target || target.state !== "running") return sandboxNotFound(route.sandboxID);
+    const path = originForm(req.url);
+    if (path === undefined) return badRequestTarget(route.sandboxID);
+    const refused = refusal(target, route.port, path, req.headers);
+    if (refused) return refused;
+    const release = inFlight.acquire(target.sandboxID);
+    if (!release) return tooManyConnections(target.sandboxID);
+    const clientHost = String(req.headers[":authority"] ?? req.headers.host ?? "");
+    const host = upstreamHost(clientHost, target, route.port);
+    const headers = requestHeaders(req.headers, clientHost, req.socket?.remoteAddress);
+    if (req.httpVersionMajor === 2) headers[":authority"] = host;
+    else headers["host"] = host;
+    return { target, up: { sandboxID: target.sandboxID, ip: target.ip, port: route.port, path, headers }, release };
+  };
+
+  const logDone = (req: AnyRequest, route: Route, t0: number) => (what: number | ProxyError) => {
+    const status = typeof what === "number" ? what : what.status;
+    log.debug({ sandboxID: route.sandboxID, port: route.port, method: req.method, status, ms: Date.now() - t0, h2: req.httpVersionMajor === 2 }, "proxied");
+  };
+
+  return {
+    handle(req, res, route) {
+      const t0 = Date.now();
+      const admitted = admit(req, route);
+      if ("status" in admitted) {
+        sendError(req, res, admitted);
+        logDone(req, route, t0)(admitted);
+        return;
+      }
+      const { target, up, release } = admitted;
+      const done = (what: number | ProxyError) => {
+        release();
+        logDone(req, route, t0)(what);
+      };
+      // envd and gRPC speak h2c; other ports may be plain HTTP/1.1 servers, which every server speaks.
+      const grpc = String(req.headers["content-type"] ?? "").startsWith("application/grpc");
+      if (req.httpVersionMajor === 2 && (route.port === target.envdPort || grpc)) {
+        forwardHttp2(req as Http2ServerRequest, res as Http2ServerResponse, up, pool, done);
+      } else {
+        if (req.httpVersionMajor === 2) {
+          up.headers["host"] = up.headers[":authority"];
+          delete up.headers[":authority"];
+        }
+        forwardHttp1(req, res, up, agent, limits, done);
+      }
+    },
+
+    upgrade(req, socket, head, route) {
+      const t0 = Date.now();
+      const admitted = admit(req, route);
+      if ("status" in admitted) {
+        writeRawError(req, socket, admitted);
+        logDone(req, route, t0)(admitted);
+        return;
+      }
+      const { up, release } = admitted;
+      up.headers["connection"] = "Upgrade";
+      if (req.headers.upgrade) up.headers["upgrade"] = req.headers.upgrade;
+      forwardUpgrade(req, socket, head, up, limits, () => {
+        release();
+        logDone(req, route, t0)(101);
+      });
+    },
+
+    close() {
+      agent.destroy();
+      pool.close();
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { execTool, mustExec } from "./exec.js";
+
+/** One container as `runc list` reports it. */
+export interface RuncContainer {
+  id: string;
+  pid: number;
+  status: "created" | "running" | "paused" | "stopped" | string;
+}
+
+/** The runc command line bound to one state root (`--root`), so instances never see each other. */
+export class RuncCli {
+  constructor(private readonly root: string) {}
+
+  /**
+   * `runc create`: makes the container and its namespaces, leaving its init waiting for `start`.
+   * The container's stdout/stderr (and runc's own errors) go to `logFile`, which outlives runc.
+   */
+  async create(id: string, bundle: string, pidFile: string, logFile: string): Promise<void> {
+    const fd = openSync(logFile, "a", 0o600);
+    try {
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn("runc", ["--root", this.root, "create", "--bundle", bundle, "--pid-file", pidFile, id], {
+          stdio: ["ignore", fd, fd],
+          timeout: 60_000,
+        });
+        child.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "ENOENT" ? new Error("runc is not installed (apt-get install runc)") : err));
+        // 'exit', not 'close': the container keeps the log file open after runc has gone
+        child.once("exit", (c) => resolve(c));
+      });
+      if (code !== 0) throw new Error(`runc create ${id} failed (exit ${code ?? "by signal"})`);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** Runs one runc verb on a container and rejects with runc's message when it fails. */
+  async verb(verb: string, id: string, ...extra: string[]): Promise<void> {
+    await mustExec("runc", ["--root", this.root, verb, ...extra, id]);
+  }
+
+  /** The container's state, or undefined when runc does not know it. */
+  async state(id: string): Promise<RuncContainer | undefined> {
+    const r = await execTool("runc", ["--root", this.root, "state", id]);
+    if (r.code !== 0) return undefined;
+    return JSON.parse(r.stdout) as RuncContainer;
+  }
+
+  /** Every container under this root. */
+  async list(): Promise<RuncContainer[]> {
+    const out = await mustExec("runc", ["--root", this.root, "list", "--format", "json"]);
+    return (JSON.parse(out.trim() || "null") as RuncContainer[] | null) ?? [];
+  }
+
+  /** Kills and deletes the container whatever its state; a missing one is fine. */
+  async destroy(id: string): Promise<void> {
+    const st = await this.state(id);
+    if (!st) return;
+    // a frozen container cannot die: thaw it first so SIGKILL is delivered
+    if (st.status === "paused") await execTool("runc", ["--root", this.root, "resume", id]);
+    const r = await execTool("runc", ["--root", this.root, "delete", "--force", id]);
+    if (r.code !== 0 && (await this.state(id))) throw new Error(`runc delete ${id} failed: ${r.stderr.trim()}`);
+  }
+}

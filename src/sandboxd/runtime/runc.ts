@@ -1,0 +1,271 @@
+import { createHash } from "node:crypto";
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Logger } from "../log.js";
+import { egressTableName, installEgress } from "../network/egress.js";
+import { Ipam } from "../network/ipam.js";
+import { attachSlot, detachSlot, hostVethName } from "../network/veth.js";
+import { removeCgroup } from "./cgroups.js";
+import { execTool } from "./exec.js";
+import { MAPPED_ROOT } from "./idmap.js";
+import { writeIdentity } from "./identity.js";
+import { ENVD_PORT, ociConfig } from "./oci-config.js";
+import { isMounted, mountOverlay, unmount } from "./overlay.js";
+import { assertReachableBySandboxes } from "./reach.js";
+import { RuncCli } from "./runc-cli.js";
+import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
+import { RecordStore, type SandboxRecord } from "./state.js";
+import { waitForPort } from "./wait.js";
+
+/** Options of the runc backend. */
+export interface RuncOptions {
+  /** sandboxd's data directory; the runtime keeps its state under runtime/, runc/ and sandboxes/ there. */
+  dataDir: string;
+  /** The unpacked envd release artifact (holds the `envd` executable and its addons). */
+  envdDir: string;
+  /** IPv4 network the sandboxes' /30s come from, e.g. 10.12.0.0/16. */
+  networkCidr: string;
+  /** Interface sandboxes reach the outside through (NAT); undefined: no forwarding, no NAT. */
+  egressInterface?: string;
+  log: Logger;
+  /** Most processes (and threads) one sandbox may have at once (default 1024). */
+  pidsLimit?: number;
+  /** The static tini bind-mounted as each sandbox's PID 1 (default /usr/bin/tini-static). */
+  tiniPath?: string;
+  /** How long create() waits for envd to accept connections (default 30 s). */
+  startTimeoutMs?: number;
+}
+
+const SANDBOX_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** Rejects a spec the runtime cannot make, with a message naming the field. */
+function checkSpec(spec: SandboxSpec): void {
+  if (!SANDBOX_ID.test(spec.sandboxID)) throw new Error(`sandbox ID ${JSON.stringify(spec.sandboxID)} must be 1-63 of [a-z0-9-]`);
+  if (!(spec.cpuCount > 0 && spec.cpuCount <= 256)) throw new Error(`cpuCount ${spec.cpuCount} must be in (0, 256]`);
+  if (!(Number.isInteger(spec.memoryMB) && spec.memoryMB >= 64)) throw new Error(`memoryMB ${spec.memoryMB} must be an integer ≥ 64`);
+  if (!existsSync(join(spec.rootfs, "bin", "sh"))) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
+}
+
+/** The runc backend of the Runtime contract (see SANDBOXD.md and the runtime's README text). */
+export function createRuncRuntime(opts: RuncOptions): Runtime {
+  return new RuncRuntime(opts);
+}
+
+class RuncRuntime implements Runtime {
+  private readonly dataDir: string;
+  /** Short hash of the data dir: names this instance's cgroup parent, veths and nft table. */
+  private readonly instanceKey: string;
+  private readonly cgroupParent: string;
+  private readonly sandboxesDir: string;
+  private readonly runc: RuncCli;
+  private readonly records: RecordStore;
+  private readonly ipam: Ipam;
+  private readonly tiniPath: string;
+  private readonly busy = new Map<string, Promise<unknown>>();
+  private egressReady?: Promise<void>;
+
+  constructor(private readonly opts: RuncOptions) {
+    this.dataDir = resolve(opts.dataDir);
+    this.instanceKey = createHash("sha256").update(this.dataDir).digest("hex").slice(0, 10);
+    this.cgroupParent = `sandboxd-${this.instanceKey}`;
+    this.sandboxesDir = join(this.dataDir, "sandboxes");
+    // The sandboxes' init runs as the mapped root, which must be able to reach its bundle's rootfs.
+    mkdirSync(this.sandboxesDir, { recursive: true, mode: 0o711 });
+    mkdirSync(join(this.dataDir, "runc"), { recursive: true, mode: 0o700 });
+    this.runc = new RuncCli(join(this.dataDir, "runc"));
+    this.records = new RecordStore(join(this.dataDir, "runtime", "sandboxes"));
+    this.ipam = new Ipam(join(this.dataDir, "runtime", "slots"), opts.networkCidr);
+    this.tiniPath = opts.tiniPath ?? "/usr/bin/tini-static";
+    assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
+    assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
+    assertReachableBySandboxes(this.tiniPath, "tini");
+  }
+
+  /** Runs `fn` after every earlier operation on the same sandbox has settled. */
+  private serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.busy.get(id) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.busy.set(id, tail);
+    void tail.then(() => {
+      if (this.busy.get(id) === tail) this.busy.delete(id);
+    });
+    return next;
+  }
+
+  private dirOf(id: string): string {
+    return join(this.sandboxesDir, id);
+  }
+
+  create(spec: SandboxSpec, signal?: AbortSignal): Promise<SandboxAddress> {
+    try {
+      checkSpec(spec);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    return this.serial(spec.sandboxID, async () => {
+      const id = spec.sandboxID;
+      if (this.records.get(id) || existsSync(this.dirOf(id))) throw new Error(`sandbox ${id} already exists`);
+      const t0 = Date.now();
+      try {
+        const addr = await this.make(spec, signal);
+        this.opts.log.info({ sandboxID: id, ip: addr.ip, ms: Date.now() - t0 }, "sandbox started");
+        return addr;
+      } catch (err) {
+        await this.teardown(id).catch((e: unknown) => this.opts.log.error({ sandboxID: id, err: e }, "cleanup after a failed create failed"));
+        throw err;
+      }
+    });
+  }
+
+  /** The steps of create, in an order that leaves a record of every resource before it is made. */
+  private async make(spec: SandboxSpec, signal?: AbortSignal): Promise<SandboxAddress> {
+    const t0 = Date.now();
+    const id = spec.sandboxID;
+    const dir = this.dirOf(id);
+    if (this.opts.egressInterface) await this.ensureEgress(this.opts.egressInterface);
+    const slot = this.ipam.claim(id);
+    const rec: SandboxRecord = {
+      sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, hostIp: slot.hostIp,
+      hostVeth: hostVethName(this.instanceKey, id), slot: slot.index, createdAt: new Date().toISOString(),
+    };
+    this.records.put(rec);
+    mkdirSync(dir, { mode: 0o711 });
+    const upper = join(dir, "upper");
+    const rootfs = join(dir, "rootfs");
+    for (const d of [upper, join(dir, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
+    chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
+    await mountOverlay({ lower: spec.rootfs, upper, work: join(dir, "work"), target: rootfs });
+    writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip });
+    const hasUser = existsSync(join(spec.rootfs, "home", "user"));
+    const config = ociConfig({
+      sandboxID: id, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
+      cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, memoryMB: spec.memoryMB,
+      pidsLimit: this.opts.pidsLimit ?? 1024, defaultUser: hasUser ? "user" : "root", defaultWorkdir: hasUser ? "/home/user" : undefined,
+    });
+    writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 1));
+    signal?.throwIfAborted();
+    const log = join(dir, "console.log");
+    const tCreate = Date.now();
+    try {
+      await this.runc.create(id, dir, join(dir, "pid"), log);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${tail(log)}`);
+    }
+    const tRunc = Date.now();
+    const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
+    // PID 1, the restart loop and envd are the last the OOM killer picks (envd raises its children
+    // to 100). Set from the host: runc would write it inside the user namespace, where lowering
+    // fails. Hosts that withhold CAP_SYS_RESOURCE even from root refuse it: then the +100 of
+    // envd's children alone makes them go first.
+    try {
+      writeFileSync(`/proc/${pid}/oom_score_adj`, "-1000");
+    } catch (err) {
+      this.opts.log.debug({ sandboxID: id, err: (err as Error).message }, "cannot protect envd from the OOM killer on this host");
+    }
+    // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
+    // sandbox's user controls runs before create() resolves, by which time the firewall is in.
+    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface }).then(() => Date.now());
+    const started = this.runc.verb("start", id).then(() => Date.now());
+    const [tNet, tStart] = await Promise.all([wired, started]);
+    signal?.throwIfAborted();
+    await waitForPort({
+      host: slot.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
+      alive: async () => (await this.runc.state(id))?.status === "running",
+      why: () => `envd's output:\n${tail(log)}`,
+    });
+    this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcCreateMs: tRunc - tCreate, networkMs: tNet - tRunc, runcStartMs: tStart - tRunc, envdMs: Date.now() - Math.max(tNet, tStart) }, "create phases");
+    return { sandboxID: id, ip: slot.ip, envdPort: ENVD_PORT };
+  }
+
+  private ensureEgress(iface: string): Promise<void> {
+    this.egressReady ??= installEgress({ table: egressTableName(this.instanceKey), cidr: this.opts.networkCidr, iface }).catch((err: unknown) => {
+      this.egressReady = undefined;
+      throw err;
+    });
+    return this.egressReady;
+  }
+
+  freeze(sandboxID: string): Promise<void> {
+    return this.serial(sandboxID, async () => {
+      const st = await this.runc.state(sandboxID);
+      if (!st) throw new Error(`sandbox ${sandboxID} is not known to the runtime`);
+      if (st.status !== "paused") await this.runc.verb("pause", sandboxID);
+    });
+  }
+
+  thaw(sandboxID: string): Promise<void> {
+    return this.serial(sandboxID, async () => {
+      const st = await this.runc.state(sandboxID);
+      if (!st) throw new Error(`sandbox ${sandboxID} is not known to the runtime`);
+      if (st.status === "paused") await this.runc.verb("resume", sandboxID);
+    });
+  }
+
+  remove(sandboxID: string): Promise<void> {
+    if (!SANDBOX_ID.test(sandboxID)) return Promise.resolve();
+    return this.serial(sandboxID, () => this.teardown(sandboxID));
+  }
+
+  /** Removes whatever exists of a sandbox, each step on its own, so half-made ones go too. */
+  private async teardown(id: string): Promise<void> {
+    const dir = this.dirOf(id);
+    const errors: string[] = [];
+    const step = async (what: string, fn: () => unknown) => {
+      try {
+        await fn();
+      } catch (err) {
+        errors.push(`${what}: ${(err as Error).message}`);
+      }
+    };
+    await step("container", () => this.runc.destroy(id));
+    await step("network", () => detachSlot(this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id)));
+    await step("rootfs", () => unmount(join(dir, "rootfs")));
+    await step("cgroup", () => removeCgroup(`/${this.cgroupParent}/${id}`));
+    await step("files", async () => {
+      if (isMounted(join(dir, "rootfs"))) throw new Error("rootfs still mounted; files kept");
+      const r = await execTool("rm", ["-rf", "--one-file-system", dir]);
+      if (r.code !== 0) throw new Error(r.stderr.trim());
+    });
+    await step("slot", () => this.ipam.release(id));
+    if (errors.length > 0) throw new Error(`removing sandbox ${id} left something behind: ${errors.join("; ")}`);
+    this.records.delete(id);
+  }
+
+  async list(): Promise<ObservedSandbox[]> {
+    const containers = new Map((await this.runc.list()).map((c) => [c.id, c]));
+    const out: ObservedSandbox[] = [];
+    for (const id of this.records.ids()) {
+      const rec = this.records.get(id);
+      if (!rec) continue;
+      const st = containers.get(id)?.status;
+      out.push({ sandboxID: id, ip: rec.ip, envdPort: ENVD_PORT, status: st === "running" ? "running" : st === "paused" ? "paused" : "stopped" });
+    }
+    return out;
+  }
+
+  async sweep(keep: ReadonlySet<string>): Promise<void> {
+    const ids = new Set<string>([
+      ...this.records.ids(),
+      ...readdirSync(this.sandboxesDir),
+      ...(await this.runc.list()).map((c) => c.id),
+      ...this.ipam.taken().values(),
+    ]);
+    for (const id of ids) {
+      if (keep.has(id) || !SANDBOX_ID.test(id) || this.busy.has(id)) continue;
+      this.opts.log.info({ sandboxID: id }, "sweeping a sandbox that is not kept");
+      await this.remove(id).catch((err: unknown) => this.opts.log.error({ sandboxID: id, err }, "sweep could not remove a sandbox"));
+    }
+    // the instance's parent cgroup goes once it is empty (runc makes it again when needed)
+    removeCgroup(`/${this.cgroupParent}`);
+  }
+}
+
+/** The last lines of the sandbox's console log, for error messages. */
+function tail(file: string): string {
+  try {
+    return readFileSync(file, "utf8").slice(-3000).trim() || "(no output)";
+  } catch {
+    return "(no output)";
+  }
+}

@@ -1,0 +1,22 @@
+/** What POST /sandboxes asks for, after the API checked the types. */
+export interface CreateInput {
+  templateID: string;
+  timeout?: number;
+  autoPause?: boolean;
+  secure: boolean;
+  allowInternetAccess?: boolean;
+  network?: Record<string, unknown>;
+  metadata?: Record<string, string>;
+  envVars?: Record<string, string>;
+}
+
+/** The v2 list query after parsing. */
+export interface ListQuery {
+  states: ("running" | "paused")[];
+  metadata: [string, string][];
+  order: "asc" | "desc";
+  limit: number;
+  nextToken?: string;
+  startedAfter?: number;
+  template?: string;
+}

@@ -1,0 +1,281 @@
+import type { Logger } from "../log.js";
+import type { Runtime } from "../runtime/runtime.js";
+import type { SandboxRow } from "../store/sandboxes.js";
+import { installSecret, randomId } from "../store/seed.js";
+import type { Store } from "../store/store.js";
+import type { Template } from "../store/templates.js";
+import { initEnvd } from "./envd-init.js";
+import { ApiError, notFound } from "./errors.js";
+import { createSandboxIndex, type SandboxIndex } from "./index.js";
+import type { CreateInput, ListQuery } from "./inputs.js";
+import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
+import { reconcile } from "./reconcile.js";
+import { resolveTemplate, versionAtLeast } from "./resolve.js";
+import { createSerializer } from "./serial.js";
+import { envdAccessToken, trafficAccessToken } from "./tokens.js";
+import { detailBody, listedBody, sandboxBody, templateBody } from "./views.js";
+
+type Body = Record<string, unknown>;
+
+/** The sandbox lifecycle: every operation of the control API on sandboxes, for a team. */
+export interface SandboxService {
+  index: SandboxIndex;
+  /** Brings the store, the index and the runtime into agreement (start-up). */
+  reconcile(): Promise<void>;
+  create(teamID: string, input: CreateInput): Promise<Body>;
+  get(teamID: string, id: string): Body;
+  listV1(teamID: string, metadata: [string, string][]): Body[];
+  listV2(teamID: string, q: ListQuery): { items: Body[]; nextToken?: string; totalRunning?: number };
+  connect(teamID: string, id: string, timeout: number): Promise<{ status: 200 | 201; body: Body }>;
+  resume(teamID: string, id: string, timeout: number, autoPause?: boolean): Promise<Body>;
+  pause(teamID: string, id: string): Promise<void>;
+  setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
+  refresh(teamID: string, id: string, duration: number): Promise<void>;
+  kill(teamID: string, id: string): Promise<void>;
+  templates(teamID: string): Body[];
+  /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
+  templateByAlias(teamID: string, alias: string): Body;
+  /** Starts the evictor (expired sandboxes are killed, or paused with autoPause). */
+  startEvictor(everyMs?: number): void;
+  /** Stops the evictor and waits for operations in flight; sandboxes keep running. */
+  close(): Promise<void>;
+}
+
+const ENVD_PORT = 49983;
+const DEFAULT_TIMEOUT_S = 15;
+
+/** Creates the service over a store and a runtime; call reconcile() before serving. */
+export function createSandboxService(opts: { store: Store; runtime: Runtime; log: Logger; domain: string }): SandboxService {
+  const { store, runtime, log } = opts;
+  const index = createSandboxIndex();
+  const serial = createSerializer();
+  const inflight = new Set<Promise<unknown>>();
+  let evictor: NodeJS.Timeout | undefined;
+  let closed = false;
+
+  const secret = () => installSecret(store);
+  const tokenOf = (row: SandboxRow) => (row.secure ? envdAccessToken(secret(), row.id) : undefined);
+  const maxLengthMs = (teamID: string) => (store.teams.get(teamID)?.maxLengthHours ?? 24) * 3600_000;
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    inflight.add(p);
+    void p.finally(() => inflight.delete(p)).catch(() => undefined);
+    return p;
+  };
+
+  const publish = (row: SandboxRow) => {
+    if (!row.ip || row.state === "starting") return index.delete(row.id);
+    const net = row.network as { maskRequestHost?: string };
+    index.set({ sandboxID: row.id, state: row.state, ip: row.ip, envdPort: row.envdPort ?? ENVD_PORT, ...(row.trafficToken ? { trafficAccessToken: row.trafficToken } : {}), ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}) });
+  };
+
+  const owned = (teamID: string, id: string, states: SandboxRow["state"][] = ["running", "paused"]): SandboxRow => {
+    const row = store.sandboxes.get(id);
+    if (!row || row.teamID !== teamID || !states.includes(row.state)) throw notFound(id);
+    return row;
+  };
+
+  const checkTimeout = (teamID: string, timeout: number) => {
+    if (timeout <= 0) throw new ApiError(400, "Timeout must be greater than 0");
+    const hours = maxLengthMs(teamID) / 3600_000;
+    if (timeout * 1000 > maxLengthMs(teamID)) throw new ApiError(400, `Timeout cannot be greater than ${hours} hours`);
+  };
+
+  /** E2B's KeepAliveFor: the new end is capped at the max length, and with allowShorter=false never earlier. */
+  const keepAlive = (row: SandboxRow, timeoutS: number, allowShorter: boolean) => {
+    const now = Date.now();
+    const maxEnd = Date.parse(row.startedAt) + maxLengthMs(row.teamID);
+    if (now >= maxEnd) throw new ApiError(400, "Max instance length exceeded");
+    const wanted = Math.min(now + timeoutS * 1000, maxEnd);
+    const end = allowShorter ? wanted : Math.max(Date.parse(row.endAt), wanted);
+    store.sandboxes.update({ ...row, endAt: new Date(end).toISOString() });
+  };
+
+  /** Calls envd's /init; `envVars` undefined (a resume) leaves envd's variables as the create set them. */
+  const init = async (row: SandboxRow, tpl: Template | undefined, envVars: Record<string, string> | undefined, totalMs?: number) =>
+    initEnvd({
+      ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row),
+      envVars: envVars && { ...envVars, E2B_SANDBOX_ID: row.id, E2B_TEMPLATE_ID: row.templateID, E2B_SANDBOX: "true" },
+      defaultUser: tpl?.defaultUser ?? undefined, defaultWorkdir: tpl?.defaultWorkdir ?? undefined,
+    }, totalMs);
+
+  const create = async (teamID: string, input: CreateInput): Promise<Body> => {
+    const tpl = resolveTemplate(store, teamID, input.templateID);
+    const timeout = input.timeout ?? DEFAULT_TIMEOUT_S;
+    checkTimeout(teamID, timeout);
+    const network = { ...(input.network ?? {}) };
+    const publicTraffic = network.allowPublicTraffic !== false;
+    if (!publicTraffic && !input.secure) throw new ApiError(400, "You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.");
+    if (input.secure && !versionAtLeast(tpl.envdVersion, "0.2.0")) throw new ApiError(400, `Template '${input.templateID}' must be rebuilt for secure sandbox access (its envd is older than 0.2.0)`);
+    const team = store.teams.get(teamID);
+    const max = team?.maxConcurrent ?? 100;
+    const id = "i" + randomId(20);
+    const now = new Date().toISOString();
+    const row: SandboxRow = {
+      id, teamID, templateID: tpl.id, state: "starting", startedAt: now, endAt: now, metadata: input.metadata ?? {}, autoPause: input.autoPause ?? false,
+      secure: input.secure, trafficToken: publicTraffic ? null : trafficAccessToken(secret(), id), network, allowInternetAccess: input.allowInternetAccess ?? true,
+      ip: null, envdPort: null, envdVersion: tpl.envdVersion, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB,
+    };
+    store.transaction(() => {
+      if (store.sandboxes.countLive(teamID) >= max) {
+        throw new ApiError(429, `you have reached the maximum number of concurrent E2B sandboxes (${max}). If you need more, please visit 'https://e2b.dev/docs/billing'`);
+      }
+      store.sandboxes.insert(row);
+      store.templates.spawned(tpl.id, now);
+    });
+    return serial(id, async () => {
+      const started = Date.now();
+      let phase = "starting the sandbox";
+      try {
+        const addr = await runtime.create({ sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, rootfs: tpl.rootfs, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB });
+        row.ip = addr.ip;
+        row.envdPort = addr.envdPort;
+        phase = "initializing envd";
+        const reported = await init(row, tpl, input.envVars ?? {});
+        const t = Date.now();
+        // The version recorded for the template is what E2B's API reports (the SDK gates features
+        // on it); envd's own header is the fallback for a template that records none.
+        Object.assign(row, { state: "running", envdVersion: tpl.envdVersion || reported || "0.1.0", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString() });
+        store.sandboxes.update(row);
+        publish(row);
+        log.info({ sandboxID: id, templateID: tpl.id, ms: Date.now() - started }, "sandbox created");
+        return sandboxBody(row, tpl, tokenOf(row));
+      } catch (err) {
+        log.error({ sandboxID: id, phase, err: (err as Error).message }, "sandbox create failed");
+        index.delete(id);
+        await runtime.remove(id).catch((e: Error) => log.error({ sandboxID: id, err: e.message }, "removing a failed sandbox failed"));
+        store.sandboxes.delete(id);
+        throw new ApiError(500, `Failed to create sandbox: ${phase} failed: ${(err as Error).message}`, "sandbox_create_failed");
+      }
+    });
+  };
+
+  const resumePaused = async (row: SandboxRow, timeout: number, autoPause?: boolean): Promise<Body> => {
+    await runtime.thaw(row.id);
+    const tpl = store.templates.get(row.templateID);
+    await init(row, tpl, undefined, 3000).catch((err: Error) => {
+      log.warn({ sandboxID: row.id, err: err.message }, "envd /init after resume failed; the sandbox runs with its earlier init");
+    });
+    const t = Date.now();
+    const next: SandboxRow = { ...row, state: "running", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString(), autoPause: autoPause ?? row.autoPause };
+    store.sandboxes.update(next);
+    publish(next);
+    return sandboxBody(next, tpl, tokenOf(next));
+  };
+
+  const pauseRow = async (row: SandboxRow) => {
+    await runtime.freeze(row.id);
+    const next: SandboxRow = { ...row, state: "paused", endAt: new Date().toISOString() };
+    store.sandboxes.update(next);
+    publish(next);
+  };
+
+  const killRow = async (row: SandboxRow) => {
+    index.delete(row.id);
+    await runtime.remove(row.id);
+    store.sandboxes.delete(row.id);
+  };
+
+  const evict = async () => {
+    const now = Date.now();
+    for (const row of store.sandboxes.all()) {
+      if (row.state !== "running" || Date.parse(row.endAt) > now) continue;
+      await serial(row.id, async () => {
+        const cur = store.sandboxes.get(row.id);
+        if (!cur || cur.state !== "running" || Date.parse(cur.endAt) > Date.now()) return;
+        if (cur.autoPause) await pauseRow(cur);
+        else await killRow(cur);
+        log.info({ sandboxID: cur.id, action: cur.autoPause ? "paused" : "killed" }, "sandbox timed out");
+      }).catch((err: Error) => log.error({ sandboxID: row.id, err: err.message }, "evicting a sandbox failed"));
+    }
+  };
+
+  return {
+    index,
+
+    reconcile: () => reconcile({ store, runtime, log, publish }),
+
+    create: (teamID, input) => track(create(teamID, input)),
+
+    get(teamID, id) {
+      const row = owned(teamID, id);
+      return detailBody(row, store.templates.get(row.templateID), tokenOf(row));
+    },
+
+    listV1(teamID, metadata) {
+      const rows = store.sandboxes.listByTeam(teamID).filter((r) => r.state === "running" && matchesMetadata(r, metadata));
+      return sortRows(rows, "desc").map((r) => listedBody(r, store.templates.get(r.templateID)));
+    },
+
+    listV2(teamID, q) {
+      const cursor = q.nextToken ? decodeCursor(q.nextToken, q.order) : undefined;
+      let rows = store.sandboxes.listByTeam(teamID).filter((r) => r.state !== "starting" && q.states.includes(r.state) && matchesMetadata(r, q.metadata));
+      if (q.startedAfter !== undefined) rows = rows.filter((r) => Date.parse(r.startedAt) >= q.startedAfter!);
+      if (q.template !== undefined) {
+        const tpl = store.templates.get(q.template) ?? store.templates.byAlias(q.template);
+        rows = tpl && tpl.teamID === teamID ? rows.filter((r) => r.templateID === tpl.id) : [];
+      }
+      const totalRunning = q.states.includes("running") ? rows.filter((r) => r.state === "running").length : undefined;
+      const { items, next } = page(sortRows(rows, q.order), q.order, q.limit, cursor);
+      return { items: items.map((r) => listedBody(r, store.templates.get(r.templateID))), nextToken: next, totalRunning };
+    },
+
+    connect: (teamID, id, timeout) =>
+      track(serial(id, async () => {
+        const row = owned(teamID, id);
+        if (timeout * 1000 > maxLengthMs(teamID)) throw new ApiError(400, `Timeout cannot be greater than ${maxLengthMs(teamID) / 3600_000} hours`);
+        if (row.state === "paused") return { status: 201 as const, body: await resumePaused(row, Math.max(timeout, 1)) };
+        keepAlive(row, timeout, false);
+        const cur = store.sandboxes.get(id)!;
+        return { status: 200 as const, body: sandboxBody(cur, store.templates.get(cur.templateID), tokenOf(cur)) };
+      })),
+
+    resume: (teamID, id, timeout, autoPause) =>
+      track(serial(id, async () => {
+        const row = owned(teamID, id);
+        checkTimeout(teamID, timeout);
+        if (row.state === "running") throw new ApiError(409, `Sandbox ${id} is already running`);
+        return resumePaused(row, timeout, autoPause);
+      })),
+
+    pause: (teamID, id) =>
+      track(serial(id, async () => {
+        const row = owned(teamID, id);
+        if (row.state === "paused") throw new ApiError(409, `Error pausing sandbox - sandbox '${id}' is already paused`);
+        await pauseRow(row);
+      })),
+
+    setTimeout: (teamID, id, timeout) =>
+      track(serial(id, async () => keepAlive(owned(teamID, id, ["running"]), Math.max(0, timeout), true))),
+
+    refresh: (teamID, id, duration) =>
+      track(serial(id, async () => keepAlive(owned(teamID, id, ["running"]), duration, false))),
+
+    kill: (teamID, id) => track(serial(id, async () => killRow(owned(teamID, id)))),
+
+    templates: (teamID) => store.templates.listByTeam(teamID).map(templateBody),
+
+    templateByAlias(teamID, alias) {
+      const tpl = store.templates.byAlias(alias.toLowerCase());
+      if (!tpl) throw new ApiError(404, `template '${alias}' not found`);
+      if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${alias}'`);
+      return { templateID: tpl.id, public: false };
+    },
+
+    startEvictor(everyMs = 250) {
+      if (evictor || closed) return;
+      let busy = false;
+      evictor = setInterval(() => {
+        if (busy) return;
+        busy = true;
+        void track(evict()).finally(() => (busy = false));
+      }, everyMs);
+      evictor.unref();
+    },
+
+    async close() {
+      closed = true;
+      if (evictor) clearInterval(evictor);
+      await Promise.allSettled([...inflight]);
+    },
+  };
+}

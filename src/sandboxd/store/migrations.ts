@@ -1,0 +1,47 @@
+import type { DatabaseSync } from "node:sqlite";
+
+/** Schema steps in order; `PRAGMA user_version` records how many have run, so each runs once. */
+const MIGRATIONS: string[] = [
+  `CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+   CREATE TABLE teams (
+     id TEXT PRIMARY KEY, name TEXT NOT NULL,
+     max_concurrent INTEGER NOT NULL DEFAULT 100, max_length_hours INTEGER NOT NULL DEFAULT 24);
+   CREATE TABLE api_keys (
+     hash TEXT PRIMARY KEY, masked TEXT NOT NULL,
+     team_id TEXT NOT NULL REFERENCES teams(id), created_at TEXT NOT NULL);
+   CREATE TABLE templates (
+     id TEXT PRIMARY KEY, alias TEXT, team_id TEXT NOT NULL REFERENCES teams(id),
+     cpu_count INTEGER NOT NULL DEFAULT 2, memory_mb INTEGER NOT NULL DEFAULT 512, disk_mb INTEGER NOT NULL,
+     envd_version TEXT NOT NULL, default_user TEXT, default_workdir TEXT,
+     rootfs TEXT NOT NULL, build_id TEXT NOT NULL,
+     created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+     spawn_count INTEGER NOT NULL DEFAULT 0, last_spawned_at TEXT);
+   CREATE UNIQUE INDEX templates_alias ON templates(alias) WHERE alias IS NOT NULL;
+   CREATE TABLE sandboxes (
+     id TEXT PRIMARY KEY, team_id TEXT NOT NULL REFERENCES teams(id), template_id TEXT NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'paused')),
+     started_at TEXT NOT NULL, end_at TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}',
+     auto_pause INTEGER NOT NULL DEFAULT 0, secure INTEGER NOT NULL DEFAULT 0,
+     traffic_token TEXT, network TEXT NOT NULL DEFAULT '{}', allow_internet_access INTEGER NOT NULL DEFAULT 1,
+     ip TEXT, envd_port INTEGER, envd_version TEXT NOT NULL,
+     cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL, disk_mb INTEGER NOT NULL);
+   CREATE INDEX sandboxes_team ON sandboxes(team_id, state);`,
+];
+
+/** Brings the schema to the latest version inside one transaction per step. */
+export function migrate(db: DatabaseSync): number {
+  const current = Number((db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version);
+  if (current > MIGRATIONS.length) throw new Error(`the store's schema version ${current} is newer than this sandboxd knows (${MIGRATIONS.length})`);
+  for (let v = current; v < MIGRATIONS.length; v++) {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      db.exec(MIGRATIONS[v]);
+      db.exec(`PRAGMA user_version = ${v + 1}`);
+      db.exec("COMMIT");
+    } catch (err) {
+      db.exec("ROLLBACK");
+      throw err;
+    }
+  }
+  return MIGRATIONS.length;
+}

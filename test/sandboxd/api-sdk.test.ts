@@ -1,0 +1,199 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { api } from "./helpers/api-client.js";
+import { NODE, ROOT, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+
+const RUNC = spawnSync("runc", ["--version"]).status === 0;
+
+/** A server in the sandbox that answers with the Host header it got. */
+const HOST_ECHO_PY = [
+  "import http.server as h",
+  "class H(h.BaseHTTPRequestHandler):",
+  "    def do_GET(s):",
+  "        b = s.headers.get('host', '').encode()",
+  "        s.send_response(200); s.end_headers(); s.wfile.write(b)",
+  "h.HTTPServer(('0.0.0.0', 8001), H).serve_forever()",
+  "",
+].join("\n");
+
+/** Runs a module script with the published SDK in a fresh Node given only what `serve` printed (non-debug mode). */
+function runSdk(s: Sandboxd, script: string): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(NODE, ["--input-type=module", "-e", script], {
+      cwd: ROOT,
+      env: { ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "", E2B_ACCESS_TOKEN: "" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => (out += c));
+    child.stderr.on("data", (c: Buffer) => (out += c));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 150_000);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      const last = out.trim().split("\n").pop() ?? "";
+      if (code !== 0) return reject(new Error(`SDK script exited ${code}:\n${out}`));
+      try {
+        resolve(JSON.parse(last));
+      } catch {
+        reject(new Error(`SDK script printed no JSON:\n${out}`));
+      }
+    });
+  });
+}
+
+describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false : "runc is not installed" }, () => {
+  let s: Sandboxd;
+  let ca: Buffer;
+
+  before(async () => {
+    s = await startSandboxd();
+    ca = readFileSync(s.caFile);
+  });
+  after(async () => {
+    await s?.stop();
+  });
+
+  test("create → run → files → getHost to an http.server → list → setTimeout → pause (502) → connect → kill", async () => {
+    const got = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const out = {};
+      const sbx = await Sandbox.create({ timeoutMs: 120_000, metadata: { suite: "sdk" }, envs: { GREETING: "hi" } });
+      out.id = sbx.sandboxId;
+      out.echo = (await sbx.commands.run("echo hi")).stdout;
+      out.env = (await sbx.commands.run("echo $GREETING $E2B_SANDBOX")).stdout;
+      await sbx.files.write("/home/user/page.txt", "served by python");
+      out.read = await sbx.files.read("/home/user/page.txt");
+      await sbx.commands.run("python3 -m http.server 8000 --bind 0.0.0.0", { background: true, cwd: "/home/user" });
+      const host = sbx.getHost(8000);
+      out.host = host;
+      for (let i = 0; i < 100 && out.http === undefined; i++) {
+        const res = await fetch("https://" + host + "/page.txt").catch(() => undefined);
+        if (res?.status === 200) out.http = await res.text();
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      const listed = await Sandbox.list({ query: { metadata: { suite: "sdk" } } }).nextItems();
+      out.listed = listed.map((x) => [x.sandboxId, x.state, x.metadata.suite]);
+      await sbx.setTimeout(60_000);
+      const info = await sbx.getInfo();
+      out.endIn = new Date(info.endAt).getTime() - Date.now();
+      out.paused = await sbx.pause();
+      out.pausedAgain = await Sandbox.pause(sbx.sandboxId);
+      out.runningWhilePaused = await sbx.isRunning();
+      out.proxiedWhilePaused = (await fetch("https://" + host + "/page.txt")).status;
+      out.stateWhilePaused = (await sbx.getInfo()).state;
+      const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 });
+      out.runningAfterConnect = await again.isRunning();
+      out.readAfterConnect = (await again.commands.run("cat /home/user/page.txt")).stdout;
+      out.httpAfterConnect = await (await fetch("https://" + host + "/page.txt")).text();
+      out.killed = await again.kill();
+      out.runningAfterKill = await again.isRunning();
+      out.killAgain = await Sandbox.kill(sbx.sandboxId);
+      console.log(JSON.stringify(out));
+    `);
+    assert.match(got.id, /^i[a-z0-9]{20}$/);
+    assert.equal(got.echo, "hi\n");
+    assert.equal(got.env, "hi true\n");
+    assert.equal(got.read, "served by python");
+    assert.equal(got.host, `8000-${got.id}.${s.domain}`);
+    assert.equal(got.http, "served by python");
+    assert.deepEqual(got.listed, [[got.id, "running", "sdk"]]);
+    assert.ok(got.endIn > 55_000 && got.endIn <= 60_000, `endAt ${got.endIn} ms away after setTimeout(60 s)`);
+    assert.equal(got.paused, true);
+    assert.equal(got.pausedAgain, false);
+    assert.equal(got.runningWhilePaused, false);
+    assert.equal(got.proxiedWhilePaused, 502);
+    assert.equal(got.stateWhilePaused, "paused");
+    assert.equal(got.runningAfterConnect, true);
+    assert.equal(got.readAfterConnect, "served by python");
+    assert.equal(got.httpAfterConnect, "served by python");
+    assert.equal(got.killed, true);
+    assert.equal(got.runningAfterKill, false);
+    assert.equal(got.killAgain, false);
+    assert.equal((await api(s, ca, "GET", `/sandboxes/${got.id}`)).status, 404);
+  });
+
+  test("allowPublicTraffic false: other ports need the traffic token, maskRequestHost rewrites Host, envd works with the access token", async () => {
+    const got = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const sbx = await Sandbox.create({ timeoutMs: 60_000, network: { allowPublicTraffic: false, maskRequestHost: "masked-\${PORT}.internal" } });
+      const out = { token: sbx.trafficAccessToken };
+      await sbx.files.write("/home/user/host.py", ${JSON.stringify(HOST_ECHO_PY)});
+      await sbx.commands.run("python3 /home/user/host.py", { background: true });
+      const url = "https://" + sbx.getHost(8001) + "/";
+      for (let i = 0; i < 100 && out.withToken === undefined; i++) {
+        const res = await fetch(url, { headers: { "e2b-traffic-access-token": sbx.trafficAccessToken } }).catch(() => undefined);
+        if (res?.status === 200) out.withToken = await res.text();
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      out.without = (await fetch(url)).status;
+      out.wrong = (await fetch(url, { headers: { "e2b-traffic-access-token": "x".repeat(64) } })).status;
+      out.info = await sbx.getInfo().then((i) => i.sandboxId);
+      await sbx.kill();
+      console.log(JSON.stringify(out));
+    `);
+    assert.match(got.token, /^[0-9a-f]{64}$/);
+    assert.equal(got.withToken, "masked-8001.internal");
+    assert.equal(got.without, 403);
+    assert.equal(got.wrong, 403);
+    assert.match(got.info, /^i[a-z0-9]{20}$/);
+  });
+
+  test("an expired sandbox is gone within about a second of its end", async () => {
+    const made = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", timeout: 2 } });
+    assert.equal(made.status, 201, made.body);
+    const id = made.json.sandboxID;
+    const endAt = Date.parse((await api(s, ca, "GET", `/sandboxes/${id}`)).json.endAt);
+    let goneAt = 0;
+    while (Date.now() < endAt + 5000) {
+      if ((await api(s, ca, "GET", `/sandboxes/${id}`)).status === 404) {
+        goneAt = Date.now();
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(goneAt > 0, "the sandbox was still listed 5 s past its end");
+    assert.ok(goneAt >= endAt, "not killed before its end");
+    assert.ok(goneAt - endAt < 1200, `gone ${goneAt - endAt} ms after its end`);
+    assert.deepEqual((await api(s, ca, "GET", "/v2/sandboxes")).json, []);
+  });
+
+  test("an autoPause sandbox is paused, not killed, at its end", async () => {
+    const made = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", timeout: 1, autoPause: true } });
+    assert.equal(made.status, 201, made.body);
+    const id = made.json.sandboxID;
+    let state = "";
+    for (let i = 0; i < 60 && state !== "paused"; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      state = (await api(s, ca, "GET", `/sandboxes/${id}`)).json.state;
+    }
+    assert.equal(state, "paused");
+    assert.equal((await api(s, ca, "DELETE", `/sandboxes/${id}`)).status, 204);
+  });
+
+  test("after SIGTERM and a new start on the same data dir, a running sandbox is still listed and served", async () => {
+    const made = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", timeout: 300, metadata: { keep: "yes" } } });
+    assert.equal(made.status, 201, made.body);
+    const id = made.json.sandboxID;
+    const before = await api(s, ca, "GET", `/sandboxes/${id}`);
+    assert.equal(await s.terminate("SIGTERM"), 0);
+    const first = s;
+    s = await startSandboxd({ dataDir: first.dataDir });
+    try {
+      assert.equal(s.apiKey, first.apiKey, "the same key works after a restart");
+      const listed = await api(s, ca, "GET", "/v2/sandboxes");
+      assert.deepEqual(listed.json.map((x: { sandboxID: string; state: string }) => [x.sandboxID, x.state]), [[id, "running"]]);
+      assert.equal((await api(s, ca, "GET", `/sandboxes/${id}`)).json.endAt, before.json.endAt);
+      const got = await runSdk(s, `
+        import { Sandbox } from "e2b";
+        const sbx = await Sandbox.connect(${JSON.stringify(id)});
+        console.log(JSON.stringify({ out: (await sbx.commands.run("echo still here")).stdout, running: await sbx.isRunning() }));
+      `);
+      assert.deepEqual(got, { out: "still here\n", running: true });
+    } finally {
+      await s.stop();
+      s = first;
+    }
+  });
+});

@@ -1,0 +1,176 @@
+// Fixtures of the runtime tests: the real base rootfs (cached per machine), the real envd release
+// artifact, a runc runtime on a scratch data dir, commands through envd, and leftover checks.
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { pino } from "pino";
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { Process } from "../../../src/envd/gen/process/process_pb.js";
+import { ensureBaseRootfs } from "../../../src/sandboxd/images/base.js";
+import { takeLock } from "../../../src/sandboxd/images/lock.js";
+import { cgroupMounts } from "../../../src/sandboxd/runtime/cgroups.js";
+import { createRuncRuntime, type RuncOptions } from "../../../src/sandboxd/runtime/runc.js";
+import type { Runtime, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
+import { ARTIFACT_NAME, which } from "../../envd/image-machine.js";
+import { ROOT } from "../../envd/helpers/daemon.js";
+
+/** Why the runtime tests cannot run here, or undefined when they can. */
+export function skipReason(): string | undefined {
+  if (!which("runc")) return "runc is not installed (apt-get install runc)";
+  if (process.getuid?.() !== 0) return "the runc runtime needs root";
+  return undefined;
+}
+
+/** A quiet logger for runtimes under test (errors still show). */
+export const testLog = pino({ level: process.env.SANDBOXD_TEST_LOG ?? "error" });
+
+/** The cached base rootfs (built by debootstrap the first time on this machine). */
+export function baseRootfs(): Promise<string> {
+  return ensureBaseRootfs({ cacheDir: process.env.SANDBOXD_CACHE_DIR ?? "/var/cache/sandboxd", log: testLog });
+}
+
+/**
+ * The unpacked envd release artifact: dist/<artifact> when it is at least as new as the envd
+ * bundle, else built now (once for all test files of a run, under a lock).
+ */
+export async function envdDir(): Promise<string> {
+  const dir = join(ROOT, "dist", ARTIFACT_NAME);
+  const fresh = () => existsSync(join(dir, "envd")) && statSync(join(dir, "envd")).mtimeMs >= statSync(join(ROOT, "dist", "envd")).mtimeMs;
+  if (fresh()) return dir;
+  const release = await takeLock(join(ROOT, "dist", ".artifact.lock"), { timeoutMs: 10 * 60_000 });
+  try {
+    if (!fresh()) execFileSync(process.execPath, [join(ROOT, "scripts", "package-sea.mjs")], { cwd: ROOT, stdio: "ignore" });
+  } finally {
+    release();
+  }
+  return dir;
+}
+
+/** A new sandbox ID in E2B's shape ("i" + 20 of [a-z0-9]). */
+export function newSandboxID(): string {
+  const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  return "i" + [...randomBytes(20)].map((b) => alphabet[b % 36]).join("");
+}
+
+/** A runc runtime on a fresh data dir; `octet` picks the test file's own 10.12.<octet>.0/24. */
+export interface TestRuntime {
+  rt: Runtime;
+  dataDir: string;
+  opts: RuncOptions;
+  rootfs: string;
+  spec(extra?: Partial<SandboxSpec>): SandboxSpec;
+  /** Removes every sandbox and the data dir, then asserts nothing is left on the host. */
+  cleanup(): Promise<void>;
+}
+
+/** Makes a runtime for one test file. */
+export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {}): Promise<TestRuntime> {
+  const dataDir = mkdtempSync("/tmp/sandboxd-rt-");
+  chmodSync(dataDir, 0o711);
+  const [rootfs, envd] = await Promise.all([baseRootfs(), envdDir()]);
+  const opts: RuncOptions = { dataDir, envdDir: envd, networkCidr: `10.12.${octet}.0/24`, log: testLog, ...extra };
+  const rt = createRuncRuntime(opts);
+  return {
+    rt,
+    dataDir,
+    opts,
+    rootfs,
+    spec: (x = {}) => ({ sandboxID: newSandboxID(), templateID: "base", buildID: "test", rootfs, cpuCount: 1, memoryMB: 512, diskSizeMB: 1024, ...x }),
+    cleanup: async () => {
+      try {
+        await rt.sweep(new Set());
+      } finally {
+        const left = leftovers(dataDir);
+        rmSync(dataDir, { recursive: true, force: true });
+        if (left.length > 0) throw new Error(`left on the host: ${left.join(", ")}`);
+      }
+    },
+  };
+}
+
+/** What a runtime on `dataDir` still has on the host: containers, mounts, veths, cgroups. */
+export function leftovers(dataDir: string): string[] {
+  const out: string[] = [];
+  const runcRoot = join(dataDir, "runc");
+  if (existsSync(runcRoot)) {
+    const list = JSON.parse(execFileSync("runc", ["--root", runcRoot, "list", "--format", "json"], { encoding: "utf8" }).trim() || "null") as { id: string }[] | null;
+    for (const c of list ?? []) out.push(`runc container ${c.id}`);
+  }
+  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const mp = line.split(" ")[4];
+    if (mp?.startsWith(dataDir + "/")) out.push(`mount ${mp}`);
+  }
+  const slots = join(dataDir, "runtime", "sandboxes");
+  for (const f of existsSync(slots) ? readdirSync(slots) : []) {
+    const rec = JSON.parse(readFileSync(join(slots, f), "utf8")) as { hostVeth: string };
+    if (spawnSync("ip", ["link", "show", "dev", rec.hostVeth]).status === 0) out.push(`veth ${rec.hostVeth}`);
+  }
+  return out;
+}
+
+/** Cgroup directories of one sandbox (or of the instance when `sandboxID` is omitted) still present. */
+export function cgroupDirsLike(fragment: string): string[] {
+  const out: string[] = [];
+  for (const m of cgroupMounts()) {
+    const walk = (d: string, depth: number) => {
+      if (depth > 3) return;
+      for (const e of readdirSync(d, { withFileTypes: true })) {
+        if (!e.isDirectory()) continue;
+        if (e.name.includes(fragment)) out.push(join(d, e.name));
+        walk(join(d, e.name), depth + 1);
+      }
+    };
+    walk(m, 0);
+  }
+  return out;
+}
+
+/** A process client for envd at ip:49983. */
+export function processClient(ip: string): Client<typeof Process> {
+  return createClient(Process, createConnectTransport({ baseUrl: `http://${ip}:49983`, httpVersion: "1.1" }));
+}
+
+/** What a command run through envd printed and how it ended. */
+export interface CmdResult {
+  exitCode: number;
+  /** envd's status line, e.g. "exit status 1" or "signal: killed". */
+  status: string;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `bash -c script` in the sandbox through envd's process API as `user` (default root). */
+export async function sh(ip: string, script: string, opts: { user?: string; timeoutMs?: number } = {}): Promise<CmdResult> {
+  const headers = { authorization: "Basic " + Buffer.from(`${opts.user ?? "root"}:`).toString("base64") };
+  let stdout = "";
+  let stderr = "";
+  let exitCode = -1;
+  let status = "no end event";
+  const dec = new TextDecoder();
+  const stream = processClient(ip).start(
+    { process: { cmd: "/bin/bash", args: ["-c", script], envs: {} } },
+    { headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 60_000) },
+  );
+  for await (const r of stream) {
+    const ev = r.event?.event;
+    if (ev?.case === "data") {
+      if (ev.value.output.case === "stdout") stdout += dec.decode(ev.value.output.value);
+      if (ev.value.output.case === "stderr") stderr += dec.decode(ev.value.output.value);
+    } else if (ev?.case === "end") {
+      exitCode = ev.value.exitCode;
+      status = ev.value.status;
+    }
+  }
+  return { exitCode, status, stdout, stderr };
+}
+
+/** GET /health of envd; the status, or the error's name when it does not answer within `ms`. */
+export async function health(ip: string, ms = 2000): Promise<number | string> {
+  try {
+    return (await fetch(`http://${ip}:49983/health`, { signal: AbortSignal.timeout(ms) })).status;
+  } catch (err) {
+    return (err as Error).name;
+  }
+}

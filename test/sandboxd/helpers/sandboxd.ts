@@ -1,0 +1,241 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository root (this file is build/test/sandboxd/helpers/sandboxd.js once compiled). */
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+/** The Node 24 that sandboxd runs on. */
+export const NODE = join(ROOT, "node_modules", ".bin", "node");
+const VERSION = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version;
+const ENVD_ARTIFACT = join(ROOT, "dist", `envd-${VERSION}-linux-${process.arch}`);
+const NETS = join(tmpdir(), "sandboxd-test-nets");
+
+/** A sandboxd started for a test, and how to reach and stop it. */
+export interface Sandboxd {
+  port: number;
+  /** The E2B_DOMAIN value: "e2b.localhost:<port>". */
+  domain: string;
+  apiUrl: string;
+  apiKey: string;
+  caFile: string;
+  dataDir: string;
+  /** E2B_DOMAIN, E2B_API_KEY and NODE_EXTRA_CA_CERTS as sandboxd printed them. */
+  sdkEnv: Record<string, string>;
+  /** Everything sandboxd wrote (stdout, then stderr's JSON log lines). */
+  logs(): string;
+  /** Signals sandboxd and waits for it to exit; resolves with its exit code (null: killed by a signal). Leaves sandboxes and data. */
+  terminate(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Kills every sandbox it made (through the API), stops it, removes a data dir it made, frees its network range. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Network ranges this process holds, by data dir; released at exit whatever happened. */
+const held = new Map<string, { cidr: string; release(): void }>();
+process.once("exit", () => {
+  for (const net of held.values()) net.release();
+});
+
+/** A TCP port free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Whether a process is alive. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Takes a /24 of 10.12.0.0/17 no other live test process holds (a lock directory per range);
+ * 10.12.200.0 and up are the runtime tests' fixed ranges.
+ */
+function takeNetwork(): { cidr: string; release(): void } {
+  mkdirSync(NETS, { recursive: true });
+  for (let n = 0; n < 200; n++) {
+    const dir = join(NETS, String(n));
+    try {
+      mkdirSync(dir);
+    } catch {
+      const owner = Number(readFileSync(join(dir, "pid"), "utf8").trim() || "0");
+      if (owner > 0 && alive(owner)) continue;
+      rmSync(dir, { recursive: true, force: true });
+      try {
+        mkdirSync(dir);
+      } catch {
+        continue;
+      }
+    }
+    writeFileSync(join(dir, "pid"), String(process.pid));
+    return { cidr: `10.12.${n}.0/24`, release: () => rmSync(dir, { recursive: true, force: true }) };
+  }
+  throw new Error("no free 10.12.<n>.0/24 for a test sandboxd");
+}
+
+/** The envd release artifact directory, built once (under a lock, for parallel test files) when missing. */
+export function envdArtifactDir(): string {
+  if (process.env.SANDBOXD_TEST_ENVD_DIR) return process.env.SANDBOXD_TEST_ENVD_DIR;
+  if (existsSync(join(ENVD_ARTIFACT, "envd"))) return ENVD_ARTIFACT;
+  const lock = join(ROOT, "dist", ".envd-artifact.lock");
+  mkdirSync(join(ROOT, "dist"), { recursive: true });
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      spawnSync("sleep", ["1"]);
+      if (existsSync(join(ENVD_ARTIFACT, "envd"))) return ENVD_ARTIFACT;
+    }
+  }
+  try {
+    const r = spawnSync(NODE, [join(ROOT, "scripts", "package-sea.mjs")], { cwd: ROOT, encoding: "utf8", timeout: 900_000 });
+    if (r.status !== 0) throw new Error(`building the envd artifact failed:\n${r.stderr}`);
+    return ENVD_ARTIFACT;
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** One HTTPS request to sandboxd at 127.0.0.1 with `host` as Host and SNI; the status and body. */
+export function call(port: number, ca: Buffer, host: string, path: string, opts: { method?: string; headers?: Record<string, string>; body?: unknown } = {}): Promise<{ status: number; body: string }> {
+  const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+  const headers = payload === undefined ? opts.headers : { "content-type": "application/json", ...opts.headers };
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest({ host: "127.0.0.1", port, path, method: opts.method ?? "GET", ca, servername: host, agent: false, headers: { host: `${host}:${port}`, ...headers } }, (res) => {
+      let body = "";
+      res.on("data", (c: Buffer) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+/** Why tests that make sandboxes cannot run here, or undefined when they can (runc and root). */
+export function sandboxSkipReason(): string | undefined {
+  if (process.getuid?.() !== 0) return "making sandboxes needs root";
+  if (spawnSync("runc", ["--version"]).status !== 0) return "runc is not installed";
+  return undefined;
+}
+
+/**
+ * Starts `node dist/sandboxd serve` on a free port of 127.0.0.1 with its own data dir, network
+ * range and no egress; waits until /health answers 200 (or, with `wait: "lines"`, until the
+ * three lines are printed).
+ */
+export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.ProcessEnv; args?: string[]; wait?: "healthy" | "lines"; timeoutMs?: number } = {}): Promise<Sandboxd> {
+  const ownDir = opts.dataDir === undefined;
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "sandboxd-data-"));
+  // Sandbox root (a mapped uid) must reach the data dir; mkdtemp makes it 0700.
+  chmodSync(dataDir, 0o755);
+  // A restart on the same data dir keeps the range its sandboxes have addresses in.
+  const net = held.get(dataDir) ?? takeNetwork();
+  held.set(dataDir, net);
+  const port = await freePort();
+  const args = [
+    join(ROOT, "dist", "sandboxd"), "serve",
+    "--listen", `127.0.0.1:${port}`,
+    "--domain", "e2b.localhost",
+    "--data-dir", dataDir,
+    "--network-cidr", net.cidr,
+    "--egress-interface", "none",
+    "--envd-dir", envdArtifactDir(),
+    ...(opts.args ?? []),
+  ];
+  const child: ChildProcess = spawn(NODE, args, { env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c));
+  child.stderr!.on("data", (c: Buffer) => (err += c));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  let exitCode: number | null | undefined;
+  void exited.then((c) => (exitCode = c));
+  const logs = () => `--- stdout\n${out}--- stderr\n${err}`;
+
+  const deadline = Date.now() + (opts.timeoutMs ?? 600_000);
+  const line = (name: string) => new RegExp(`^${name}=(.*)$`, "m").exec(out)?.[1];
+  while (!line("NODE_EXTRA_CA_CERTS")) {
+    if (exitCode !== undefined || Date.now() > deadline) {
+      child.kill("SIGKILL");
+      net.release();
+      held.delete(dataDir);
+      if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+      throw new Error(`sandboxd did not print its lines (exit ${exitCode}):\n${logs()}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const sdkEnv = { E2B_DOMAIN: line("E2B_DOMAIN")!, E2B_API_KEY: line("E2B_API_KEY")!, NODE_EXTRA_CA_CERTS: line("NODE_EXTRA_CA_CERTS")! };
+  const ca = readFileSync(sdkEnv.NODE_EXTRA_CA_CERTS);
+
+  const terminate = async (signal: NodeJS.Signals = "SIGTERM") => {
+    if (exitCode === undefined) child.kill(signal);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    const code = await exited;
+    clearTimeout(timer);
+    return code;
+  };
+  const sandboxd: Sandboxd = {
+    port,
+    domain: sdkEnv.E2B_DOMAIN,
+    apiUrl: `https://api.${sdkEnv.E2B_DOMAIN}`,
+    apiKey: sdkEnv.E2B_API_KEY,
+    caFile: sdkEnv.NODE_EXTRA_CA_CERTS,
+    dataDir,
+    sdkEnv,
+    logs,
+    terminate,
+    async stop(signal = "SIGTERM") {
+      if (exitCode === undefined) await killAll(port, ca, sdkEnv.E2B_API_KEY);
+      const code = await terminate(signal);
+      sweepRunc(dataDir);
+      net.release();
+      held.delete(dataDir);
+      if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+  if (opts.wait === "lines") return sandboxd;
+  for (;;) {
+    const health = await call(port, ca, "api.e2b.localhost", "/health").catch(() => ({ status: 0, body: "" }));
+    if (health.status === 200) return sandboxd;
+    if (exitCode !== undefined || Date.now() > deadline) {
+      await sandboxd.stop("SIGKILL");
+      throw new Error(`sandboxd did not become healthy (last /health: ${health.status} ${health.body}):\n${logs()}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Kills every sandbox of the default team through the API (best effort: a sandboxd that is not ready has none). */
+async function killAll(port: number, ca: Buffer, apiKey: string): Promise<void> {
+  const headers = { "x-api-key": apiKey };
+  const list = await call(port, ca, "api.e2b.localhost", "/v2/sandboxes?state=running,paused&limit=100", { headers }).catch(() => undefined);
+  if (list?.status !== 200) return;
+  for (const s of JSON.parse(list.body) as { sandboxID: string }[]) {
+    await call(port, ca, "api.e2b.localhost", `/sandboxes/${s.sandboxID}`, { method: "DELETE", headers }).catch(() => undefined);
+  }
+}
+
+/** Removes runc containers left under the data dir's runc root (a sandboxd that died before killing them). */
+function sweepRunc(dataDir: string): void {
+  const root = join(dataDir, "runc");
+  if (!existsSync(root)) return;
+  const r = spawnSync("runc", ["--root", root, "list", "-q"], { encoding: "utf8" });
+  for (const id of (r.stdout ?? "").split("\n").filter(Boolean)) spawnSync("runc", ["--root", root, "delete", "--force", id]);
+}
