@@ -106,11 +106,20 @@ function closeUntilInit(deps: Deps, tokens: TokenHashStore): void {
   if (state.closedUntilInit) log.info({ reason: prior.kind === "none" ? "host token hash" : "token of a previous run" }, "closed until /init");
 }
 
+/**
+ * The sandbox's identity as its host gave it: E2B's envd reads the IDs from Firecracker's MMDS; a
+ * host without one (sandboxd's runc runtime) sets them in envd's own environment.
+ */
+const IDENTITY = ["E2B_SANDBOX_ID", "E2B_TEMPLATE_ID"] as const;
+
 async function initRunDir(runDir: string, deps: Deps): Promise<void> {
   deps.state.envs.setInternal("E2B_SANDBOX", "true");
+  const ids = IDENTITY.flatMap((name) => (/^[A-Za-z0-9_-]{1,64}$/.test(process.env[name] ?? "") ? [[name, process.env[name]!] as const] : []));
+  for (const [name, value] of ids) deps.state.envs.setInternal(name, value);
   try {
     await mkdir(runDir, { recursive: true, mode: 0o755 });
     await writeFile(join(runDir, ".E2B_SANDBOX"), "true", { mode: 0o444 }).catch(async () => undefined);
+    for (const [name, value] of ids) await writeFile(join(runDir, `.${name}`), value, { mode: 0o444 }).catch(async () => undefined);
   } catch (err) {
     deps.log.warn({ err: String(err), runDir }, "cannot prepare run dir");
   }

@@ -63,6 +63,7 @@ describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false :
       out.id = sbx.sandboxId;
       out.echo = (await sbx.commands.run("echo hi")).stdout;
       out.env = (await sbx.commands.run("echo $GREETING $E2B_SANDBOX")).stdout;
+      out.identity = (await sbx.commands.run("echo $E2B_SANDBOX_ID $E2B_TEMPLATE_ID; cat /run/e2b/.E2B_SANDBOX_ID")).stdout;
       await sbx.files.write("/home/user/page.txt", "served by python");
       out.read = await sbx.files.read("/home/user/page.txt");
       await sbx.commands.run("python3 -m http.server 8000 --bind 0.0.0.0", { background: true, cwd: "/home/user" });
@@ -95,6 +96,10 @@ describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false :
     assert.match(got.id, /^i[a-z0-9]{20}$/);
     assert.equal(got.echo, "hi\n");
     assert.equal(got.env, "hi true\n");
+    // The IDs every process sees, as E2B's envd exports them from MMDS (sandboxd sets them for envd).
+    const [idLine, fileLine] = String(got.identity).trim().split("\n");
+    assert.match(idLine, new RegExp(`^${String(got.id)} [a-z0-9]{20}$`));
+    assert.equal(fileLine, got.id);
     assert.equal(got.read, "served by python");
     assert.equal(got.host, `8000-${got.id}.${s.domain}`);
     assert.equal(got.http, "served by python");

@@ -12,6 +12,8 @@ export const TINI_MOUNT = "/usr/lib/sandboxd/tini";
 /** What one sandbox's config.json is made from. */
 export interface BundleParams {
   sandboxID: string;
+  /** Exported to envd, which hands it to every process as E2B_TEMPLATE_ID (what MMDS gives E2B's). */
+  templateID?: string;
   /** The mounted overlay (absolute). */
   rootfsDir: string;
   envdDir: string;
@@ -77,7 +79,11 @@ export function ociConfig(p: BundleParams): object {
       terminal: false,
       user: { uid: 0, gid: 0 },
       args: [TINI_MOUNT, "--", "/bin/sh", "-c", envdLoop(p)],
-      env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "E2B_SANDBOX=true"],
+      // envd reads the sandbox's identity from its own environment (the stand-in for E2B's MMDS).
+      env: [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "E2B_SANDBOX=true",
+        `E2B_SANDBOX_ID=${p.sandboxID}`, ...(p.templateID ? [`E2B_TEMPLATE_ID=${p.templateID}`] : []),
+      ],
       cwd: "/",
       capabilities: {
         bounding: DEFAULT_CAPABILITIES,

@@ -139,7 +139,7 @@ class RuncRuntime implements Runtime {
     writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip });
     const hasUser = existsSync(join(spec.rootfs, "home", "user"));
     const config = ociConfig({
-      sandboxID: id, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
+      sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
       cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, memoryMB: spec.memoryMB,
       pidsLimit: this.opts.pidsLimit ?? 1024, defaultUser: hasUser ? "user" : "root", defaultWorkdir: hasUser ? "/home/user" : undefined,
     });
