@@ -63,9 +63,11 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
     for (const ms of [150, 400, 700, 1000]) {
       const spec = t.spec();
       const proc = spawn(process.execPath, [child, t.dataDir, t.opts.envdDir, t.opts.networkCidr, spec.rootfs, spec.sandboxID], { stdio: "ignore" });
+      const exited = new Promise((r) => proc.once("exit", r));
       await new Promise((r) => setTimeout(r, ms));
+      // on a fast machine the create may already be done (the sweep must then remove a live sandbox)
       proc.kill("SIGKILL");
-      await new Promise((r) => proc.once("exit", r));
+      await exited;
       // tools it had started (runc, ip, nsenter) finish on their own, as they would after a crash
       for (let i = 0; i < 100 && spawnSync("pgrep", ["-f", t.dataDir]).status === 0; i++) await new Promise((r) => setTimeout(r, 100));
       const restarted = createRuncRuntime(t.opts);
