@@ -77,15 +77,21 @@ async function storeTracked(t: UploadTarget, body: Readable): Promise<void> {
       const fh = await openAs(t.user, t.path, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC).catch(async (err: NodeJS.ErrnoException) => {
         await t.journal?.end(entry);
         // Created by someone else meanwhile: replace it like any existing file.
-        if (err.code === "EEXIST" && attempt === 0) return undefined;
+        if (err.code === "EEXIST" && attempt < 3) return undefined;
         throw openError(err, t.user);
       });
       if (fh) return writeDirect(t, body, fh, true, false, entry);
       continue;
     }
-    return replaceExisting(t, body, existing);
+    const real = await atomicTarget(t, existing, attempt < 3);
+    // Removed between the stat and the path lookup (a failed upload that created it): start over.
+    if (real === VANISHED) continue;
+    return replaceExisting(t, body, existing, real);
   }
 }
+
+/** atomicTarget's answer for a target that disappeared while it was looked up. */
+const VANISHED = Symbol("vanished");
 
 /** ensureDirs as the reference runs it (root's requests, and a user's that failed for a reason other than permission). */
 async function parentsAsDaemon(t: UploadTarget): Promise<void> {
@@ -118,8 +124,7 @@ function notRegular(path: string): HttpError {
   return new HttpError(400, `path '${path}' is not a regular file: uploads write regular files only (not FIFOs, sockets or devices)`);
 }
 
-async function replaceExisting(t: UploadTarget, body: Readable, existing: Stats | undefined): Promise<void> {
-  const real = await atomicTarget(t, existing);
+async function replaceExisting(t: UploadTarget, body: Readable, existing: Stats | undefined, real: string | undefined): Promise<void> {
   if (real && existing) {
     const temp = join(dirname(real), `.${basename(real).slice(0, 64)}.envd-upload.${randomBytes(6).toString("hex")}.tmp`);
     // Journaled before it exists: a crash at any later point leaves nothing the next start misses.
@@ -155,12 +160,19 @@ async function openInPlace(t: UploadTarget, path: string): Promise<FileHandle> {
   return fh;
 }
 
-/** The real path of a regular file to replace atomically, or undefined to write in place. */
-async function atomicTarget(t: UploadTarget, existing: Stats | undefined): Promise<string | undefined> {
+/**
+ * The real path of a regular file to replace atomically, undefined to write in place, or
+ * VANISHED when the file is gone by now and `retry` allows starting over.
+ */
+async function atomicTarget(t: UploadTarget, existing: Stats | undefined, retry: boolean): Promise<string | undefined | typeof VANISHED> {
   if (!existing?.isFile()) return undefined;
-  const real = await realpathAs(t.user, t.path).catch((err) => {
+  let real: string;
+  try {
+    real = await realpathAs(t.user, t.path);
+  } catch (err) {
+    if (retry && (err as NodeJS.ErrnoException).code === "ENOENT") return VANISHED;
     throw refusal(err, t.user, "error getting file info") ?? new HttpError(500, `error getting file info: ${(err as Error).message}`, { cause: err });
-  });
+  }
   if (/^\/(proc|sys)(\/|$)/.test(dirname(real))) return undefined;
   return real;
 }

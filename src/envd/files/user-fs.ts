@@ -1,5 +1,6 @@
 import { constants, fstat, close, type Stats } from "node:fs";
 import { lstat, open, readlink, realpath, rename, stat, unlink, type FileHandle } from "node:fs/promises";
+import { constants as osConstants } from "node:os";
 import { normalize } from "node:path";
 import { getSystemErrorMap } from "node:util";
 import type { User } from "../auth/users.js";
@@ -80,14 +81,12 @@ async function call(user: User, op: number, syscall: string, path: string, path2
 }
 
 /** fstat of a raw descriptor, closing it afterwards. */
-function statAndClose(fd: number): Promise<Stats> {
-  return new Promise((resolve, reject) =>
-    fstat(fd, (err, st) => {
-      close(fd, () => undefined);
-      if (err) reject(err);
-      else resolve(st);
-    }),
-  );
+async function statAndClose(fd: number): Promise<Stats> {
+  try {
+    return await fstatP(fd);
+  } finally {
+    close(fd, () => undefined);
+  }
 }
 
 /**
@@ -117,15 +116,29 @@ export async function statAs(user: User, path: string, follow = true): Promise<S
   }
 }
 
-/** The canonical path of a file, every link resolved as the user would resolve it. */
+/**
+ * The canonical path of a file, every link resolved as the user would resolve it. A file unlinked
+ * while this runs is ENOENT: the kernel then names the handle "<path> (deleted)", which must
+ * never be taken for a path.
+ */
 export async function realpathAs(user: User, path: string): Promise<string> {
   if (isRoot(user)) return realpath(path);
   const fd = await call(user, OP_OPEN, "realpath", path, "", O_PATH);
+  let real: string;
+  let held: Stats;
   try {
-    return await readlink(`/proc/self/fd/${fd}`);
+    real = await readlink(`/proc/self/fd/${fd}`);
+    held = await fstatP(fd);
   } finally {
     close(fd, () => undefined);
   }
+  const named = await statAs(user, real, false);
+  if (!named || named.ino !== held.ino || named.dev !== held.dev) throw errnoError(-osConstants.errno.ENOENT, "realpath", path);
+  return real;
+}
+
+function fstatP(fd: number): Promise<Stats> {
+  return new Promise((resolve, reject) => fstat(fd, (err, st) => (err ? reject(err) : resolve(st))));
 }
 
 /**
