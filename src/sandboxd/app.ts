@@ -7,6 +7,7 @@ import type { Logger } from "./log.js";
 import { createProxy } from "./proxy/proxy.js";
 import type { RouteIndex } from "./proxy/target.js";
 import { createApiHandler } from "./api/handler.js";
+import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
@@ -88,6 +89,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
 
   let service: SandboxService | undefined;
   let closing = false;
+  const metrics = createMetrics({ store, log, retentionS: config.metricsRetentionDays * 86400 });
   const boot = async () => {
     const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
     state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
@@ -96,12 +98,13 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     const templateID = registerBaseTemplate(store, { rootfs, envdVersion: ENVD_COMPATIBLE_VERSION });
     log.info({ templateID, rootfs }, "base template ready");
     state = { ready: false, reason: "finding the sandboxes of the last run" };
-    service = createSandboxService({ store, runtime, log, domain: config.domain });
+    service = createSandboxService({ store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID) });
     await service.reconcile();
     if (closing) return;
     index = service.index;
-    api = createApiHandler({ store, sandboxes: service, log });
+    api = createApiHandler({ store, sandboxes: service, log, metrics });
     service.startEvictor();
+    metrics.start();
     state = { ready: true };
     log.info("ready: sandboxes can be made");
   };
@@ -112,7 +115,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
 
   return {
     port,
-    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile }),
+    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile, teamID: DEFAULT_TEAM_ID }),
     async close() {
       closing = true;
       await listener.close(SHUTDOWN_GRACE_MS);
@@ -121,6 +124,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       // reached the service is waited for, so the store is not closed under it.
       if (service) await booted;
       await service?.close();
+      metrics.stop();
       store.close();
     },
   };
