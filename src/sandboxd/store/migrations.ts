@@ -39,6 +39,9 @@ const MIGRATIONS: string[] = [
    CREATE INDEX sandbox_samples_ts ON sandbox_samples(ts);`,
 ];
 
+/** How many schema steps there are: the `user_version` of an up-to-date store. */
+export const MIGRATION_COUNT = MIGRATIONS.length;
+
 /** Brings the schema to the latest version inside one transaction per step. */
 export function migrate(db: DatabaseSync): number {
   const current = Number((db.prepare("PRAGMA user_version").get() as { user_version: number }).user_version);
