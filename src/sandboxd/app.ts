@@ -7,6 +7,7 @@ import type { Logger } from "./log.js";
 import { createProxy } from "./proxy/proxy.js";
 import type { RouteIndex } from "./proxy/target.js";
 import { createApiHandler } from "./api/handler.js";
+import { createDashboard, resolveDashboardDir } from "./dashboard/serve.js";
 import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
@@ -82,7 +83,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
   const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log });
-  const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log });
+  const dashboard = createDashboard({ dir: resolveDashboardDir(), api: () => api });
+  const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log, dashboard });
   const listener = createListener({ key: tls.key, cert: tls.cert, dispatcher, log });
   const port = await listener.listen(config.listenHost, config.listenPort);
   log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
