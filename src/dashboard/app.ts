@@ -110,8 +110,8 @@ async function refreshCharts(): Promise<void> {
     concurrent: seriesChart($("chart-concurrent"), "Concurrent sandboxes", "sandboxes", (m) => m.concurrentSandboxes, "#2f6fde"),
     rate: seriesChart($("chart-rate"), "Sandbox start rate (per second)", "starts/s", (m) => m.sandboxStartRate, "#d9480f"),
   };
-  charts.concurrent.update(items);
-  charts.rate.update(items);
+  charts.concurrent.update(items, start, end);
+  charts.rate.update(items, start, end);
   document.body.dataset.chartPoints = String(items.length);
 }
 

@@ -3,7 +3,8 @@ import type { TeamMetric } from "./api.js";
 
 /** One chart of a team series, redrawn in place on every refresh. */
 export interface SeriesChart {
-  update(items: TeamMetric[]): void;
+  /** Shows the items over [start, end] (unix seconds), so a range with few buckets keeps its width. */
+  update(items: TeamMetric[], start: number, end: number): void;
 }
 
 /** A uPlot line chart of one field of the team series under `host`. */
@@ -12,14 +13,15 @@ export function seriesChart(host: HTMLElement, title: string, label: string, pic
     title,
     width: 520,
     height: 220,
-    series: [{}, { label, stroke: color, fill: color + "22", width: 2, points: { show: false } }],
+    series: [{}, { label, stroke: color, fill: color + "22", width: 2 }],
     axes: [{}, { size: 60 }],
     scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
   };
   const plot = new uPlot(opts, [[], []], host);
   return {
-    update(items) {
-      plot.setData([items.map((i) => i.timestampUnix), items.map(pick)]);
+    update(items, start, end) {
+      plot.setData([items.map((i) => i.timestampUnix), items.map(pick)], false);
+      plot.setScale("x", { min: start, max: end });
     },
   };
 }
