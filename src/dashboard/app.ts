@@ -1,5 +1,6 @@
 import { ApiFailure, call, session, type Listed, type SandboxMetric, type Team, type TeamMetric, type TemplateInfo } from "./api.js";
 import { seriesChart, type SeriesChart } from "./charts.js";
+import { sparkline } from "./sparkline.js";
 
 /**
  * The dashboard page: sign in with an API key, then the team's running and paused sandboxes
@@ -59,21 +60,33 @@ async function refreshSandboxes(): Promise<void> {
   const list = await call<Listed[]>("GET", "/v2/sandboxes?state=running,paused&limit=100");
   const ids = list.map((s) => s.sandboxID);
   const metrics = ids.length ? (await call<{ sandboxes: Record<string, SandboxMetric> }>("GET", `/sandboxes/metrics?sandbox_ids=${ids.map(encodeURIComponent).join(",")}`)).sandboxes : {};
-  const body = $("sandboxes").querySelector("tbody")!;
   const now = Date.now();
+  // The last 10 minutes of each running sandbox, for its CPU and memory sparklines.
+  const since = Math.floor(now / 1000) - 600;
+  const history = new Map(
+    await Promise.all(
+      list.filter((s) => s.state === "running").map(async (s) => [s.sandboxID, await call<SandboxMetric[]>("GET", `/sandboxes/${encodeURIComponent(s.sandboxID)}/metrics?start=${since}`).catch(() => [])] as const),
+    ),
+  );
+  const body = $("sandboxes").querySelector("tbody")!;
   const rows = list.map((s) => {
     const tr = document.createElement("tr");
     tr.dataset.sandboxId = s.sandboxID;
     const m = metrics[s.sandboxID];
     const meta = Object.entries(s.metadata ?? {}).map(([k, v]) => `${k}=${v}`).join(", ");
+    const h = history.get(s.sandboxID) ?? [];
+    const cpu = cell(m ? `${m.cpuUsedPct.toFixed(1)} % of ${m.cpuCount}` : "");
+    cpu.append(sparkline(h.map((x) => x.cpuUsedPct), "CPU % over the last 10 minutes", "#2f6fde", 100));
+    const mem = cell(m ? `${mib(m.memUsed)} / ${mib(m.memTotal)}` : "");
+    mem.append(sparkline(h.map((x) => x.memUsed), "memory used over the last 10 minutes", "#2b8a3e", m?.memTotal));
     tr.append(
       cell(s.sandboxID, "mono"),
       cell(s.alias ?? s.templateID),
       cell(s.state),
       cell(duration((now - Date.parse(s.startedAt)) / 1000)),
       cell(s.state === "running" ? duration((Date.parse(s.endAt) - now) / 1000) : ""),
-      cell(m ? `${m.cpuUsedPct.toFixed(1)} % of ${m.cpuCount}` : ""),
-      cell(m ? `${mib(m.memUsed)} / ${mib(m.memTotal)}` : ""),
+      cpu,
+      mem,
       cell(meta, "meta"),
     );
     const td = document.createElement("td");
@@ -162,6 +175,7 @@ function main(): void {
   $("range").addEventListener("change", () => void refreshCharts().catch(showError));
   const key = session.key();
   if (key) enter(key).catch(() => signOut());
+  document.body.dataset.ready = "1";
 }
 
 main();

@@ -93,6 +93,7 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     id = made.id;
 
     await page.navigate(`${origin}/`);
+    await until(page, "the page's script", `document.body.dataset.ready === "1"`);
     const shown = (id: string) => page.eval<boolean>(`document.getElementById(${JSON.stringify(id)}).checkVisibility()`);
     assert.deepEqual([await shown("signin"), await shown("app")], [true, false]);
     await shot("1-signin.png");
@@ -118,6 +119,8 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     await until(page, "chart points", `Number(document.body.dataset.chartPoints) > 0`, 40_000);
     assert.equal(await page.eval(`document.querySelectorAll("#chart-concurrent canvas, #chart-rate canvas").length`), 2);
     await until(page, "CPU and memory", `document.querySelector('tr[data-sandbox-id="${id}"]').cells[6].textContent.includes("MiB")`, 40_000);
+    // Sparklines once there are two readings.
+    await until(page, "sparklines", `document.querySelectorAll('tr[data-sandbox-id="${id}"] svg.spark polyline').length === 2`, 40_000);
     await shot("2-signed-in.png");
 
     // Nothing left the origin, and the key is in no URL.

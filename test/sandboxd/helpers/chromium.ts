@@ -111,10 +111,17 @@ async function connect(url: string, cleanup: () => Promise<void>): Promise<Page>
       return r.result.value as T;
     },
     async navigate(url: string) {
-      const loaded = new Promise<void>((resolve) => events.push((m) => m === "Page.loadEventFired" && resolve()));
       const r = await send("Page.navigate", { url });
       if (r.errorText) throw new Error(`navigation to ${url} failed: ${r.errorText}`);
-      await loaded;
+      // Loaded means this URL's document, complete (a load event may still be about:blank's).
+      const deadline = Date.now() + 30_000;
+      const check = JSON.stringify(url);
+      for (;;) {
+        const done = await send("Runtime.evaluate", { expression: `location.href === ${check} && document.readyState === "complete"`, returnByValue: true });
+        if (done.result?.value === true) return;
+        if (Date.now() > deadline) throw new Error(`${url} did not finish loading`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
     },
     async screenshot() {
       const r = await send("Page.captureScreenshot", { format: "png", captureBeyondViewport: true });
