@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parseConfig } from "../../src/sandboxd/config.js";
 import { stepFor } from "../../src/sandboxd/metrics/range.js";
 import { teamMax, teamRange, teamSeries } from "../../src/sandboxd/metrics/team-query.js";
 import { createTeamSampler, type TeamSampler } from "../../src/sandboxd/metrics/team-sampler.js";
@@ -61,6 +62,22 @@ describe("team metrics: buckets over synthetic timelines (real SQLite, injected 
   let dir: string;
   before(() => (dir = mkdtempSync(join(tmpdir(), "sandboxd-metrics-"))));
   after(() => rmSync(dir, { recursive: true, force: true }));
+
+  test("--metrics-retention-days: default 7, 1..366 whole days, anything else refused", () => {
+    const parse = (v?: string) => parseConfig(["serve", ...(v === undefined ? [] : ["--metrics-retention-days", v])], {}, "0.0.0");
+    const days = (v?: string) => {
+      const r = parse(v);
+      return "config" in r ? r.config.metricsRetentionDays : undefined;
+    };
+    assert.equal(days(), 7);
+    assert.equal(days("30"), 30);
+    assert.equal(days("366"), 366);
+    for (const bad of ["0", "367", "7.5", "abc", "=1"]) {
+      const r = parse(bad);
+      assert.ok("print" in r && r.exitCode === 2, bad);
+      assert.match("print" in r ? r.print : "", /--metrics-retention-days must be a whole number of days from 1 to 366/);
+    }
+  });
 
   test("the step follows the range's length, as E2B's table", () => {
     const cases: [number, number][] = [[0, 5], [3599, 5], [3600, 30], [6 * 3600 - 1, 30], [6 * 3600, 60], [12 * 3600, 120], [DAY - 1, 120], [DAY, 300], [7 * DAY - 1, 300], [7 * DAY, 900], [30 * DAY, 900]];

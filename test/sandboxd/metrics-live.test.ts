@@ -58,7 +58,7 @@ describe("metrics with real sandboxes: team series, envd polling, Prometheus tex
     const ts = got.m.map((i: { timestamp: string }) => Date.parse(i.timestamp));
     assert.deepEqual([...ts].sort((a, b) => a - b), ts, "ascending");
     assert.ok(ts[1] - ts[0] >= 4000, `polled every 5 s, not faster: ${ts}`);
-    // A start after now is a range with no samples, not an error... but start after end (now) is a 400.
+    // A start after now is after the default end (now): a 400 the SDK passes on.
     assert.match(String(got.again), /400: start \(\d+\) cannot be after end/);
 
     const raw = await api(s, ca, "GET", `/sandboxes/${id}/metrics`);
