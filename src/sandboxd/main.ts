@@ -12,7 +12,9 @@ async function main(): Promise<void> {
     const r = runAdmin(process.argv.slice(2), process.env);
     process.stdout.write(r.stdout);
     process.stderr.write(r.stderr);
-    process.exit(r.exitCode);
+    // Not process.exit: a piped stdout gets all of its output before the process ends.
+    process.exitCode = r.exitCode;
+    return;
   }
   const parsed = parseConfig(process.argv.slice(2), process.env, version);
   if ("print" in parsed) {
