@@ -35,11 +35,22 @@ export async function launch(opts: { spkiSha256: string }): Promise<Page> {
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE *.localhost",
     `--ignore-certificate-errors-spki-list=${opts.spkiSha256}`,
     `--user-data-dir=${profile}`, "--window-size=1280,900", "--remote-debugging-port=0", "about:blank",
-  ], { stdio: ["ignore", "ignore", "pipe"] });
+  ], { stdio: ["ignore", "ignore", "pipe"], detached: true });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  /** Kills Chromium's whole process group (its helpers too, which would go on writing the profile), then removes the profile. */
   const cleanup = async () => {
-    child.kill("SIGKILL");
+    const group = -child.pid!;
+    const signal = (sig: NodeJS.Signals | 0) => {
+      try {
+        process.kill(group, sig);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    signal("SIGKILL");
     await exited;
+    for (let i = 0; i < 100 && signal(0); i++) await new Promise((r) => setTimeout(r, 50));
     rmSync(profile, { recursive: true, force: true });
   };
   try {
