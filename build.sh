@@ -36,6 +36,13 @@ npx esbuild src/sandboxd/main.ts --bundle --platform=node --target=node24 --form
   --banner:js='#!/usr/bin/env node'
 chmod +x dist/sandboxd
 
+# The dashboard sandboxd serves at https://<domain>/: its page and styles, and one script with
+# uPlot bundled in (nothing is loaded from the network at run time). sandboxd reads dashboard/ beside itself.
+mkdir -p dist/dashboard
+cp src/dashboard/index.html src/dashboard/app.css node_modules/uplot/dist/uPlot.min.css dist/dashboard/
+npx esbuild src/dashboard/app.ts --bundle --platform=browser --format=iife --target=chrome100,firefox100,safari15 \
+  --outfile=dist/dashboard/app.js --log-level=warning --minify --legal-comments=none
+
 # ---- Packaging ----
 # `./build.sh --artifact` also builds dist/envd-<version>-linux-<arch>.tar.gz (the daemon as a Node
 # single executable, no Node needed in the image, its addons, envd.service and install.sh; unpacked

@@ -30,6 +30,8 @@ writeFileSync(join(STAGE, "lib", "package.json"), '{"type":"commonjs"}\n');
 copyFileSync(NODE, join(STAGE, "lib", "node"));
 chmodSync(join(STAGE, "lib", "node"), 0o755);
 cpSync(ENVD, join(STAGE, "envd"), { recursive: true });
+// The dashboard's page, script and styles: served from dashboard/ beside the bundle.
+cpSync(join(DIST, "dashboard"), join(STAGE, "lib", "dashboard"), { recursive: true });
 // The bundle looks for envd/ beside its own file (lib/), so the launcher names the directory.
 writeFileSync(
   join(STAGE, "sandboxd"),

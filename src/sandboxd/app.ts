@@ -7,6 +7,8 @@ import type { Logger } from "./log.js";
 import { createProxy } from "./proxy/proxy.js";
 import type { RouteIndex } from "./proxy/target.js";
 import { createApiHandler } from "./api/handler.js";
+import { createDashboard, resolveDashboardDir } from "./dashboard/serve.js";
+import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
@@ -81,13 +83,15 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
   const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log });
-  const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log });
+  const dashboard = createDashboard({ dir: resolveDashboardDir(), api: () => api });
+  const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log, dashboard });
   const listener = createListener({ key: tls.key, cert: tls.cert, dispatcher, log });
   const port = await listener.listen(config.listenHost, config.listenPort);
   log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
 
   let service: SandboxService | undefined;
   let closing = false;
+  const metrics = createMetrics({ store, log, retentionS: config.metricsRetentionDays * 86400 });
   const boot = async () => {
     const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
     state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
@@ -96,12 +100,13 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     const templateID = registerBaseTemplate(store, { rootfs, envdVersion: ENVD_COMPATIBLE_VERSION });
     log.info({ templateID, rootfs }, "base template ready");
     state = { ready: false, reason: "finding the sandboxes of the last run" };
-    service = createSandboxService({ store, runtime, log, domain: config.domain });
+    service = createSandboxService({ store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID) });
     await service.reconcile();
     if (closing) return;
     index = service.index;
-    api = createApiHandler({ store, sandboxes: service, log });
+    api = createApiHandler({ store, sandboxes: service, log, metrics });
     service.startEvictor();
+    metrics.start();
     state = { ready: true };
     log.info("ready: sandboxes can be made");
   };
@@ -112,7 +117,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
 
   return {
     port,
-    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile }),
+    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile, teamID: DEFAULT_TEAM_ID }),
     async close() {
       closing = true;
       await listener.close(SHUTDOWN_GRACE_MS);
@@ -121,6 +126,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       // reached the service is waited for, so the store is not closed under it.
       if (service) await booted;
       await service?.close();
+      metrics.stop();
       store.close();
     },
   };

@@ -18,6 +18,8 @@ export interface Config {
   egressInterface: string | undefined;
   /** Where the base rootfs is built once per machine. */
   cacheDir: string;
+  /** How long team and sandbox metrics are kept, days. */
+  metricsRetentionDays: number;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -38,6 +40,7 @@ const options: Record<string, Option> = {
   "network-cidr": { env: "SANDBOXD_NETWORK_CIDR", help: "IPv4 range for sandboxes, a /30 each", def: "10.12.0.0/16" },
   "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "interface to NAT sandbox traffic out of, or none", def: "none" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
+  "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
 const LOG_LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
@@ -48,6 +51,8 @@ export function usage(version: string): string {
     `sandboxd ${version}: a control plane for E2B-compatible sandboxes on one Linux machine`,
     "",
     "usage: sandboxd serve [flags]",
+    "       sandboxd keys create --team T | keys list | keys revoke <id|key>   [--data-dir D]",
+    "       sandboxd teams list | teams set T [--name N] [--max-concurrent N] [--max-length-hours H]   [--data-dir D]",
     "       sandboxd --version | --help",
     "",
     "flags (each also an environment variable):",
@@ -127,6 +132,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     const egress = get("egress-interface");
     if (egress !== "none" && !/^[A-Za-z0-9_.:-]{1,15}$/.test(egress)) throw new Error(`--egress-interface must be an interface name or none, got '${egress}'`);
     for (const dir of ["data-dir", "cache-dir"]) if (get(dir) === "") throw new Error(`--${dir} must not be empty`);
+    const retention = get("metrics-retention-days");
+    if (!/^\d{1,3}$/.test(retention) || Number(retention) < 1 || Number(retention) > 366) throw new Error(`--metrics-retention-days must be a whole number of days from 1 to 366, got '${retention}'`);
     return {
       config: {
         domain: checkDomain(get("domain")),
@@ -138,6 +145,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         networkCidr: checkCidr(get("network-cidr")),
         egressInterface: egress === "none" ? undefined : egress,
         cacheDir: get("cache-dir"),
+        metricsRetentionDays: Number(retention),
       },
     };
   } catch (err) {

@@ -1,3 +1,4 @@
+import { runAdmin } from "./admin/cli.js";
 import { parseConfig } from "./config.js";
 import { sandboxdVersion } from "./cli.js";
 import { startApp } from "./app.js";
@@ -6,6 +7,15 @@ import { createLogger } from "./log.js";
 /** Entry point: flags → start → on SIGTERM/SIGINT stop accepting and exit 0, leaving sandboxes running. */
 async function main(): Promise<void> {
   const version = sandboxdVersion();
+  const command = process.argv[2];
+  if (command === "keys" || command === "teams") {
+    const r = runAdmin(process.argv.slice(2), process.env);
+    process.stdout.write(r.stdout);
+    process.stderr.write(r.stderr);
+    // Not process.exit: a piped stdout gets all of its output before the process ends.
+    process.exitCode = r.exitCode;
+    return;
+  }
   const parsed = parseConfig(process.argv.slice(2), process.env, version);
   if ("print" in parsed) {
     (parsed.exitCode === 0 ? process.stdout : process.stderr).write(parsed.print);

@@ -178,6 +178,10 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     const tdb = new DatabaseSync(join(s.dataDir, "sandboxd.db"));
     tdb.prepare("INSERT INTO teams (id, name) VALUES ('other', 'other')").run();
     tdb.prepare("INSERT INTO api_keys (hash, masked, team_id, created_at) VALUES (?, 'e2b_abab…abab', 'other', '')").run(createHash("sha256").update(otherKey).digest("hex"));
+    // A third team's template, private to it (the default team's base is every team's).
+    tdb.prepare("INSERT INTO teams (id, name) VALUES ('third', 'third')").run();
+    tdb.prepare(`INSERT INTO templates (id, alias, team_id, cpu_count, memory_mb, disk_mb, envd_version, rootfs, build_id, created_at, updated_at)
+      VALUES ('secrettemplate000001', 'secret', 'third', 1, 256, 1024, '0.6.13', '/nonexistent', 'b1', '', '')`).run();
     tdb.close();
     const other = (method: string, path: string, body?: unknown) => call(method, path, { key: otherKey, body });
     assert.deepEqual((await other("GET", "/v2/sandboxes")).json, []);
@@ -187,7 +191,7 @@ describe("control API over HTTPS (real sandboxd, real sandboxes)", { skip: RUNC 
     for (const [method, path, body] of [["DELETE", ""], ["POST", "/pause"], ["POST", "/connect", { timeout: 5 }], ["POST", "/timeout", { timeout: 5 }], ["POST", "/refreshes"], ["POST", "/resume"]] as const) {
       assert.equal((await other(method, `/sandboxes/${made[0]}${path}`, body)).status, 404, method + path);
     }
-    assert.deepEqual((await other("POST", "/sandboxes", { templateID: "base" })).json, { code: 403, message: "you don't have access to template 'base'" });
+    assert.deepEqual((await other("POST", "/sandboxes", { templateID: "secret" })).json, { code: 403, message: "you don't have access to template 'secret'" });
     assert.equal((await call("GET", `/sandboxes/${made[0]}`)).json.state, "running", "still running for its own team");
 
     // connect on a running sandbox extends and never shortens (200); timeout may shorten; refreshes extends.

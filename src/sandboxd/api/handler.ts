@@ -2,6 +2,7 @@ import type { Logger } from "../log.js";
 import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
 import type { ApiHandler } from "../server/dispatch.js";
 import { ApiError } from "../sandboxes/errors.js";
+import type { Metrics } from "../metrics/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { Store } from "../store/store.js";
 import { sendError, sendJson } from "./http.js";
@@ -36,8 +37,8 @@ function authenticate(store: Store, req: AnyRequest): string {
  * error as `{code, message}` JSON. Nothing escapes: an unexpected error is logged and answered
  * with a 500 that names no internals.
  */
-export function createApiHandler(opts: { store: Store; sandboxes: SandboxService; log: Logger }): ApiHandler {
-  const { store, sandboxes, log } = opts;
+export function createApiHandler(opts: { store: Store; sandboxes: SandboxService; log: Logger; metrics?: Metrics }): ApiHandler {
+  const { store, sandboxes, log, metrics } = opts;
 
   const handle = async (req: AnyRequest, res: AnyResponse) => {
     const url = new URL(req.url ?? "/", "http://api");
@@ -54,7 +55,7 @@ export function createApiHandler(opts: { store: Store; sandboxes: SandboxService
     const isAlias = found.route.param === "alias";
     const id = raw === undefined || isAlias ? "" : shortId(raw);
     const alias = raw !== undefined && isAlias ? safeDecode(raw) : "";
-    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, sandboxes });
+    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, sandboxes, store, metrics });
   };
 
   return (req, res) => {

@@ -1,5 +1,8 @@
 import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
+import type { Metrics } from "../metrics/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
+import type { Store } from "../store/store.js";
+import { METRICS_ROUTES } from "./metrics-routes.js";
 import { parseCreateBody } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
@@ -13,10 +16,13 @@ export interface RouteContext {
   teamID: string;
   /** The path's sandbox ID after ShortID ("" on routes without one). */
   id: string;
-  /** The path's template alias, as sent (alias routes only). */
+  /** The path's template alias or team ID, as sent (routes with `param: "alias"` only). */
   alias: string;
   query: URLSearchParams;
   sandboxes: SandboxService;
+  store: Store;
+  /** Metrics collection, when the server runs it. */
+  metrics?: Metrics;
 }
 
 /** One route: method, path pattern (its one group is the sandbox ID) and handler. */
@@ -24,7 +30,7 @@ export interface Route {
   method: string;
   path: RegExp;
   /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise. */
-  param?: "alias";
+  param?: "alias" /* the group as sent, decoded: a template alias or a team ID */;
   handle(ctx: RouteContext): Promise<void> | void;
 }
 
@@ -45,6 +51,7 @@ const ID = "([^/]+)";
 
 /** The control API's routes. */
 export const ROUTES: Route[] = [
+  ...METRICS_ROUTES,
   { method: "POST", path: /^\/sandboxes$/, handle: create(false) },
   { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(true) },
   { method: "GET", path: /^\/sandboxes$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.listV1(c.teamID, parseMetadataFilter(c.query.get("metadata")))) },

@@ -1,3 +1,4 @@
+import { DEFAULT_TEAM_ID } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { ApiError } from "./errors.js";
@@ -12,7 +13,8 @@ export function versionAtLeast(v: string, min: string): boolean {
 
 /**
  * The template a create names: an ID or alias, optionally "namespace/" before and ":tag" after
- * (only ":default" exists here), lower-cased; unknown → 404, another team's → 403.
+ * (only ":default" exists here), lower-cased; unknown → 404, another team's → 403, except the
+ * default team's `base`, which every team may use (E2B's public base template).
  */
 export function resolveTemplate(store: Store, teamID: string, ref: string): Template {
   const name = ref.trim().toLowerCase();
@@ -21,7 +23,8 @@ export function resolveTemplate(store: Store, teamID: string, ref: string): Temp
   const [, base, tag] = m;
   const tpl = store.templates.get(base) ?? store.templates.byAlias(base);
   if (!tpl) throw new ApiError(404, `template '${ref}' not found`);
-  if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${ref}'`);
+  const shared = tpl.teamID === DEFAULT_TEAM_ID && tpl.alias === "base";
+  if (tpl.teamID !== teamID && !shared) throw new ApiError(403, `you don't have access to template '${ref}'`);
   if (tag && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
   return tpl;
 }

@@ -45,7 +45,7 @@ const ENVD_PORT = 49983;
 const DEFAULT_TIMEOUT_S = 15;
 
 /** Creates the service over a store and a runtime; call reconcile() before serving. */
-export function createSandboxService(opts: { store: Store; runtime: Runtime; log: Logger; domain: string }): SandboxService {
+export function createSandboxService(opts: { store: Store; runtime: Runtime; log: Logger; domain: string; onStarted?: (teamID: string) => void }): SandboxService {
   const { store, runtime, log } = opts;
   const index = createSandboxIndex();
   const serial = createSerializer();
@@ -137,6 +137,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
         Object.assign(row, { state: "running", envdVersion: tpl.envdVersion || reported || "0.1.0", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString() });
         store.sandboxes.update(row);
         publish(row);
+        opts.onStarted?.(teamID);
         log.info({ sandboxID: id, templateID: tpl.id, ms: Date.now() - started }, "sandbox created");
         return sandboxBody(row, tpl, tokenOf(row));
       } catch (err) {

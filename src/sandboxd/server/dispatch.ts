@@ -37,10 +37,11 @@ function authorityOf(req: AnyRequest): string {
 
 /**
  * Routes by Host: `api.<domain>` to the API (with /health answered here, as it is about this
- * process), sandbox hosts to the proxy, the bare domain and foreign hosts to a 404, malformed
+ * process), sandbox hosts to the proxy, the bare domain to the dashboard (or a 404 without one),
+ * foreign hosts to a 404, malformed
  * hosts to E2B's plain-text 400. No exception escapes a request.
  */
-export function createDispatcher(opts: { domain: string; api: () => ApiHandler | undefined; proxy: Proxy; readiness: Readiness; log: Logger }): Dispatcher {
+export function createDispatcher(opts: { domain: string; api: () => ApiHandler | undefined; proxy: Proxy; readiness: Readiness; log: Logger; dashboard?: ApiHandler }): Dispatcher {
   const { domain, proxy, log } = opts;
 
   const request = (req: AnyRequest, res: AnyResponse): void => {
@@ -51,6 +52,7 @@ export function createDispatcher(opts: { domain: string; api: () => ApiHandler |
       case "bad":
         return sendText(res, 400, dest.message);
       case "root":
+        if (opts.dashboard) return opts.dashboard(req, res);
         return sendJson(res, 404, { code: 404, message: `Nothing is served at ${domain} yet: the API is at api.${domain}` });
       case "unknown":
         return sendJson(res, 404, { code: 404, message: `Unknown host; this server answers for ${domain} and its subdomains` });

@@ -26,7 +26,21 @@ const MIGRATIONS: string[] = [
      ip TEXT, envd_port INTEGER, envd_version TEXT NOT NULL,
      cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL, disk_mb INTEGER NOT NULL);
    CREATE INDEX sandboxes_team ON sandboxes(team_id, state);`,
+  // Team metrics (res: seconds one row covers, 5 raw, 300 compacted) and envd's per-sandbox samples.
+  `CREATE TABLE team_samples (
+     team_id TEXT NOT NULL, ts INTEGER NOT NULL, res INTEGER NOT NULL,
+     concurrent INTEGER NOT NULL, started INTEGER NOT NULL,
+     PRIMARY KEY (team_id, ts, res)) WITHOUT ROWID;
+   CREATE TABLE sandbox_samples (
+     sandbox_id TEXT NOT NULL, team_id TEXT NOT NULL, ts INTEGER NOT NULL,
+     cpu_count INTEGER NOT NULL, cpu_used_pct REAL NOT NULL, mem_used INTEGER NOT NULL, mem_total INTEGER NOT NULL,
+     mem_cache INTEGER NOT NULL, disk_used INTEGER NOT NULL, disk_total INTEGER NOT NULL,
+     PRIMARY KEY (sandbox_id, ts)) WITHOUT ROWID;
+   CREATE INDEX sandbox_samples_ts ON sandbox_samples(ts);`,
 ];
+
+/** How many schema steps there are: the `user_version` of an up-to-date store. */
+export const MIGRATION_COUNT = MIGRATIONS.length;
 
 /** Brings the schema to the latest version inside one transaction per step. */
 export function migrate(db: DatabaseSync): number {

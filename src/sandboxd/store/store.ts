@@ -2,7 +2,9 @@ import { DatabaseSync } from "node:sqlite";
 import { apiKeysTable, type ApiKeys } from "./api-keys.js";
 import { migrate } from "./migrations.js";
 import { sandboxesTable, type Sandboxes } from "./sandboxes.js";
+import { sandboxMetricsTable, type SandboxMetrics } from "./sandbox-metrics.js";
 import { settingsTable, type Settings } from "./settings.js";
+import { teamMetricsTable, type TeamMetrics } from "./team-metrics.js";
 import { teamsTable, type Teams } from "./teams.js";
 import { templatesTable, type Templates } from "./templates.js";
 
@@ -13,6 +15,8 @@ export interface Store {
   templates: Templates;
   sandboxes: Sandboxes;
   settings: Settings;
+  teamMetrics: TeamMetrics;
+  sandboxMetrics: SandboxMetrics;
   /** Runs `fn` in one transaction (rolled back if it throws). */
   transaction<T>(fn: () => T): T;
   close(): void;
@@ -37,6 +41,8 @@ export function openStore(file: string): Store {
     templates: templatesTable(db),
     sandboxes: sandboxesTable(db),
     settings: settingsTable(db),
+    teamMetrics: teamMetricsTable(db),
+    sandboxMetrics: sandboxMetricsTable(db),
     transaction(fn) {
       db.exec("BEGIN IMMEDIATE");
       try {

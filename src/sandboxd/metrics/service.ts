@@ -1,0 +1,39 @@
+import type { Logger } from "../log.js";
+import type { Store } from "../store/store.js";
+import { createEnvdPoller, type EnvdPoller } from "./envd-poller.js";
+import { createTeamSampler, type Clock, type TeamSampler } from "./team-sampler.js";
+
+/** Everything metrics: the team sampler, the envd poller, and what the API needs to answer queries. */
+export interface Metrics {
+  sampler: TeamSampler;
+  poller: EnvdPoller;
+  /** How long samples are kept, seconds. */
+  retentionS: number;
+  clock: Clock;
+  /** When this process started, ms since the epoch. */
+  startedAt: number;
+  start(): void;
+  stop(): void;
+}
+
+/** Builds the sampler and the poller over the store (started by `start`). */
+export function createMetrics(opts: { store: Store; log: Logger; retentionS: number; clock?: Clock }): Metrics {
+  const clock = opts.clock ?? Date.now;
+  const sampler = createTeamSampler({ store: opts.store, log: opts.log, retentionS: opts.retentionS, clock });
+  const poller = createEnvdPoller({ store: opts.store, log: opts.log, clock });
+  return {
+    sampler,
+    poller,
+    retentionS: opts.retentionS,
+    clock,
+    startedAt: clock(),
+    start() {
+      sampler.start();
+      poller.start();
+    },
+    stop() {
+      sampler.stop();
+      poller.stop();
+    },
+  };
+}
