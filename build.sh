@@ -18,15 +18,24 @@ echo '{"type":"commonjs"}' > dist/package.json
 # activation threshold runs a full mark-compact every few MiB of Buffers that streams allocate);
 # identifiers are not, so
 # stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
-# back to src/ through dist/envd.map: `node --enable-source-maps dist/envd`.
+# back to src/ through dist/envd.cjs.map: `node --enable-source-maps dist/envd`.
 # ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
 npx esbuild src/envd/main.ts --bundle --platform=node --target=node24 --format=cjs \
-  --outfile=dist/envd --log-level=warning \
+  --outfile=dist/envd.cjs --log-level=warning \
   --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
   --external:node-pty --external:@napi-rs/xattr \
   --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:import.meta.url=undefined \
   --banner:js='#!/usr/bin/env node'
-chmod +x dist/envd
+# dist/envd turns on Node's on-disk compile cache (V8 code cache, in the temp dir, checked
+# against the source) before it loads the bundle: compiling the bundle from source was about
+# a fifth of envd's start. The release binary embeds its code cache instead (package-sea.mjs).
+cat > dist/envd <<'LOADER'
+#!/usr/bin/env node
+"use strict";
+try { require("node:module").enableCompileCache?.(); } catch {}
+require("./envd.cjs");
+LOADER
+chmod +x dist/envd dist/envd.cjs
 
 # sandboxd, the control plane: one CommonJS file for Node 24 (node:sqlite built in), no native addon.
 npx esbuild src/sandboxd/main.ts --bundle --platform=node --target=node24 --format=cjs \

@@ -435,10 +435,21 @@ static napi_value js_spawn_supported(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* ioprioGet(): envd's own IO priority as ioprio_get(2) gives it (class << 13 | data), or -errno. */
+static napi_value js_ioprio_get(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  long v = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
+  napi_create_int32(env, v < 0 ? -errno : (int32_t)v, &result);
+  return result;
+}
+
 void register_spawn(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, js_spawn, NULL, &fn);
   napi_set_named_property(env, exports, "spawn", fn);
   napi_create_function(env, "spawnSupported", NAPI_AUTO_LENGTH, js_spawn_supported, NULL, &fn);
   napi_set_named_property(env, exports, "spawnSupported", fn);
+  napi_create_function(env, "ioprioGet", NAPI_AUTO_LENGTH, js_ioprio_get, NULL, &fn);
+  napi_set_named_property(env, exports, "ioprioGet", fn);
 }

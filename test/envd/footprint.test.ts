@@ -1,10 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, startDaemon } from "./helpers/daemon.js";
-import { sdkSandbox, tempDir } from "./helpers/clients.js";
+import { clients, sdkSandbox, tempDir } from "./helpers/clients.js";
 import { lazy } from "../../src/envd/lazy.js";
 import { TrimPolicy } from "../../src/envd/system/memory.js";
 import { loadInotify } from "../../src/envd/filesystem/inotify.js";
@@ -54,7 +54,7 @@ test("an idle daemon has not loaded node-pty or xattr; the first PTY and metadat
   }
 });
 
-test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB of idle RSS)", async () => {
+test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB of idle RSS), http2 or crypto; the first h2c connection loads http2", async () => {
   const t = await tempDir("footprint-modules");
   // A preload of this test's: on SIGUSR2 the daemon writes the internal modules it has loaded.
   const preload = join(t.path, "modules.cjs");
@@ -70,6 +70,14 @@ test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB o
     const idle = await loaded();
     assert.match(idle, /NativeModule http\b/, "the list is the daemon's");
     assert.doesNotMatch(idle, /undici/, "undici loaded at start");
+    // Modules only some requests need load with the first of them (each is start-up time).
+    assert.doesNotMatch(idle, /NativeModule http2\b/, "http2 loaded at start");
+    assert.doesNotMatch(idle, /NativeModule crypto\b/, "crypto loaded at start");
+    unlinkSync(list);
+    const h2 = clients(d.url);
+    await h2.fs.binary.stat({ path: "/" });
+    const after = await loaded();
+    assert.match(after, /NativeModule http2\b/, "an h2c call loads http2");
   } finally {
     await d.stop();
     t.cleanup();

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Filesystem } from "../../src/envd/gen/filesystem/filesystem_pb.js";
-import { ENVD_BIN, ROOT, startDaemon, type Daemon } from "./helpers/daemon.js";
+import { ENVD_BUNDLE, ROOT, startDaemon, type Daemon } from "./helpers/daemon.js";
 import { basicAuth, clients, tempDir } from "./helpers/clients.js";
 
 let d: Daemon;
@@ -121,12 +121,13 @@ test("without the native addon, a tree removal and creating directories for a us
   // The bundle alone in a directory where no addon is found (its lookup: beside the script,
   // build output above it or the working directory, /usr/lib/envd).
   const alone = mkdtempSync(join(tmpdir(), "envd-noaddon-"));
-  copyFileSync(ENVD_BIN, join(alone, "envd"));
+  copyFileSync(ENVD_BUNDLE, join(alone, "envd"));
   writeFileSync(join(alone, "package.json"), '{"type":"commonjs"}');
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_PATH: join(ROOT, "node_modules") };
   delete env.ENVD_ADDON_DIR;
   const args = ["--port", "0", "--default-user", "user", "--default-workdir", "/home/user", "--clock", "off", "--run-dir", join(alone, "run"), "--hosts-file", join(alone, "hosts"), "--ca-bundle", join(alone, "ca.crt"), "--ca-cert", join(alone, "e2b.crt")];
   const proc = spawn(process.execPath, [join(alone, "envd"), ...args], { cwd: alone, env, stdio: ["ignore", "pipe", "pipe"] });
+  const exited = new Promise((r) => proc.once("exit", r));
   let out = "";
   proc.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
   proc.stderr!.setEncoding("utf8").on("data", (c: string) => (out += c));
@@ -160,7 +161,6 @@ test("without the native addon, a tree removal and creating directories for a us
     await bare.makeDir({ path: join(dir, "byroot", "dir") }, { headers: basicAuth("root") });
     assert.equal(statSync(join(dir, "byroot", "dir")).uid, 0);
   } finally {
-    const exited = new Promise((r) => proc.once("exit", r));
     if (proc.exitCode === null) proc.kill("SIGTERM");
     await exited;
     rmSync(alone, { recursive: true, force: true });

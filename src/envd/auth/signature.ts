@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 import { normalize } from "node:path";
 import { HttpError } from "../http/errors.js";
 import { safeEqual, type AccessToken } from "./token.js";
@@ -7,7 +7,7 @@ import { safeEqual, type AccessToken } from "./token.js";
 export function fileSignature(path: string, operation: "read" | "write", user: string, token: string, expiration?: number): string {
   let raw = `${path}:${operation}:${user}:${token}`;
   if (expiration !== undefined) raw += `:${expiration}`;
-  return "v1_" + createHash("sha256").update(raw, "utf8").digest("base64").replace(/=+$/, "");
+  return "v1_" + crypto().createHash("sha256").update(raw, "utf8").digest("base64").replace(/=+$/, "");
 }
 
 /** The query and header facts a /files request is authorised with. */

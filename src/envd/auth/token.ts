@@ -1,10 +1,10 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 
 /** Constant-time string equality: both sides are hashed first so lengths never leak. */
 export function safeEqual(a: string, b: string): boolean {
-  const ha = createHash("sha256").update(a, "utf8").digest();
-  const hb = createHash("sha256").update(b, "utf8").digest();
-  return timingSafeEqual(ha, hb);
+  const ha = crypto().createHash("sha256").update(a, "utf8").digest();
+  const hb = crypto().createHash("sha256").update(b, "utf8").digest();
+  return crypto().timingSafeEqual(ha, hb);
 }
 
 /** Holds the access token set by /init; never logged, compared only in constant time. */

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 import { constants, type Stats } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { basename, dirname } from "node:path";
@@ -127,7 +127,7 @@ async function refuseSameFile(sources: Source[], destination: string, user: User
 }
 
 async function concatenate(sources: Source[], destination: string, user: User): Promise<void> {
-  const temp = `${destination}.e2b-compose.${randomUUID()}.tmp`;
+  const temp = `${destination}.e2b-compose.${crypto().randomUUID()}.tmp`;
   let fh: FileHandle;
   try {
     fh = await openAs(user, temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_TRUNC);

@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync } from "node:fs";
 import { lstat, readFile, rename, unlink, writeFile } from "node:fs/promises";
-import { randomBytes } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 import { join } from "node:path";
 import type { Logger } from "../http/log.js";
 
@@ -68,7 +68,7 @@ export class UploadJournal {
   /** Records an in-flight upload; returns the handle to pass to end(). */
   async begin(entry: InFlight): Promise<string | undefined> {
     if (!this.dir) return undefined;
-    const file = join(this.dir, `${randomBytes(8).toString("hex")}.json`);
+    const file = join(this.dir, `${crypto().randomBytes(8).toString("hex")}.json`);
     await writeFile(file, JSON.stringify(entry), { mode: 0o600 }).catch(() => undefined);
     return file;
   }

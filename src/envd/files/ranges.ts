@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 import { HttpError } from "../http/errors.js";
 import { lazy } from "../lazy.js";
 
@@ -45,7 +45,7 @@ export interface MultipartPlan {
 
 /** Lays out a multipart/byteranges response (Go's layout: CRLF between parts, closing delimiter last). */
 export function planMultipart(ranges: ByteRange[], size: number, partType: string): MultipartPlan {
-  const boundary = randomBytes(30).toString("hex");
+  const boundary = crypto().randomBytes(30).toString("hex");
   let length = 0;
   const parts = ranges.map((range, i) => {
     const head =

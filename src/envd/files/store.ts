@@ -1,6 +1,6 @@
 import { chown, type FileHandle } from "node:fs/promises";
 import { constants, type Stats } from "node:fs";
-import { randomBytes } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { ConnectError, Code } from "@connectrpc/connect";
@@ -126,7 +126,7 @@ function notRegular(path: string): HttpError {
 
 async function replaceExisting(t: UploadTarget, body: Readable, existing: Stats | undefined, real: string | undefined): Promise<void> {
   if (real && existing) {
-    const temp = join(dirname(real), `.${basename(real).slice(0, 64)}.envd-upload.${randomBytes(6).toString("hex")}.tmp`);
+    const temp = join(dirname(real), `.${basename(real).slice(0, 64)}.envd-upload.${crypto().randomBytes(6).toString("hex")}.tmp`);
     // Journaled before it exists: a crash at any later point leaves nothing the next start misses.
     const entry = await t.journal?.begin({ temp });
     let fh: FileHandle | undefined;

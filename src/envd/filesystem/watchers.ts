@@ -1,4 +1,4 @@
-import { randomInt } from "node:crypto";
+import { crypto } from "../system/crypto.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
 import type { NameLookup } from "./entry-info.js";
@@ -21,7 +21,7 @@ const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 /** A polling watcher id as the reference makes them: "w" + 20 characters of [a-z0-9]. */
 export function newWatcherId(): string {
   let id = "w";
-  for (let i = 0; i < 20; i++) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
+  for (let i = 0; i < 20; i++) id += ID_ALPHABET[crypto().randomInt(ID_ALPHABET.length)];
   return id;
 }
 

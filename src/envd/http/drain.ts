@@ -1,5 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import http2, { type Http2ServerRequest } from "node:http2";
+import type { Http2ServerRequest } from "node:http2";
+
+/** HTTP/2's NO_ERROR code (node:http2 itself loads only when a client speaks HTTP/2). */
+const NGHTTP2_NO_ERROR = 0;
 
 /**
  * What is still read of a request body its answer did not need (a refused upload, a 401, an
@@ -45,7 +48,7 @@ export function closeStreamAfterAnswer(req: Http2ServerRequest): () => void {
   // The stream's own 'finish' (its answer fully sent): the compat response's 'finish' waits for
   // the whole stream to close, which a paused, still-sending client never lets happen.
   const onFinish = (): void => {
-    if (!req.complete && !stream.destroyed) setImmediate(() => stream.destroyed || stream.close(http2.constants.NGHTTP2_NO_ERROR));
+    if (!req.complete && !stream.destroyed) setImmediate(() => stream.destroyed || stream.close(NGHTTP2_NO_ERROR));
   };
   stream.once("finish", onFinish);
   return () => stream.off("finish", onFinish);

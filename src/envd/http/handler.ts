@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
 import { createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
 import { createAdmission } from "./admission.js";
@@ -15,6 +15,9 @@ import { identityInterceptor, recordInterceptor, recordKey, type RequestRecord }
 import type { Route } from "./routes.js";
 import type { Deps } from "../deps.js";
 import { userFromBasic } from "../auth/identity.js";
+
+/** HTTP/2's NO_ERROR code (node:http2 itself loads only when a client speaks HTTP/2). */
+const NGHTTP2_NO_ERROR = 0;
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -172,7 +175,7 @@ function releaseUnreadBody(req: Req): void {
     const stream = (req as Http2ServerRequest).stream;
     // The compat layer's own listener (registered first) has just sent the trailers.
     stream.on("wantTrailers", () => {
-      if (!req.complete && !stream.destroyed) setImmediate(() => stream.close(http2.constants.NGHTTP2_NO_ERROR));
+      if (!req.complete && !stream.destroyed) setImmediate(() => stream.close(NGHTTP2_NO_ERROR));
     });
   }
 }

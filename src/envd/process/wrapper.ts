@@ -3,7 +3,7 @@ import { accessSync, constants } from "node:fs";
 import { getPriority } from "node:os";
 import { delimiter, join } from "node:path";
 import { isApplicableId, type User } from "../auth/users.js";
-import type { SpawnOptions } from "../system/addon.js";
+import { addonExtra, type SpawnOptions } from "../system/addon.js";
 
 /** The helper programs the exec wrapper uses, found once at start (absent ones are skipped). */
 export interface ExecTools {
@@ -73,7 +73,11 @@ export function findExecTools(path = process.env.PATH ?? ""): ExecTools {
   const ionice = which("ionice", search);
   const niceness = getPriority();
   let ioniceDefault = true;
-  if (ionice) {
+  const prio = addonExtra("ioprioGet")?.();
+  if (prio !== undefined && prio >= 0) {
+    // what `ionice -p` prints as "none" (class 0) or "best-effort: prio 4", without a process
+    ioniceDefault = prio >> 13 === 0 || prio === ((2 << 13) | 4);
+  } else if (ionice) {
     try {
       const out = execFileSync(ionice, ["-p", String(process.pid)], { encoding: "utf8", timeout: 2000 });
       ioniceDefault = /^none|^best-effort: prio 4/.test(out.trim());

@@ -42,6 +42,8 @@ export interface AddonExtras {
     onExit: (code: number, signal: number) => void,
     options?: SpawnOptions,
   ): number;
+  /** envd's own IO priority (ioprio_get(2): class << 13 | data), or -errno. */
+  ioprioGet(): number;
   /** Whether spawned children can be watched here (pidfd_open, Linux ≥ 5.3). */
   spawnSupported(): boolean;
   /**

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { crypto } from "./crypto.js";
 import type { Deps } from "../deps.js";
 import { hostTokenHash } from "../config.js";
 import type { Route, RouteRequest } from "../http/routes.js";
@@ -11,7 +11,7 @@ import { HttpError } from "../http/errors.js";
 import type { TokenHashStore } from "./token-store.js";
 import { safeEqual } from "../auth/token.js";
 
-const sha512 = (s: string) => createHash("sha512").update(s, "utf8").digest("hex");
+const sha512 = (s: string) => crypto().createHash("sha512").update(s, "utf8").digest("hex");
 
 /**
  * Bounds of an /init body, which is read before its sender is known. 1 MiB: its bulk are

@@ -73,6 +73,12 @@ async function finish(root: string): Promise<void> {
   rmSync(join(root, "debootstrap"), { recursive: true, force: true });
 }
 
+/** The base rootfs when it is already built in `cacheDir`, else undefined (nothing is built). */
+export function cachedBaseRootfs(cacheDir: string): string | undefined {
+  const rootfs = join(cacheDir, `base-${SUITE}-${baseRecipeKey()}`, "rootfs");
+  return existsSync(rootfs) ? rootfs : undefined;
+}
+
 /**
  * Returns the read-only root filesystem of template `base` (Debian bookworm minbase with E2B's
  * base tools and user `user`), owned by the sandboxes' mapped id range. Built once per machine
@@ -82,7 +88,7 @@ async function finish(root: string): Promise<void> {
 export async function ensureBaseRootfs(opts: BaseRootfsOptions): Promise<string> {
   const dir = join(opts.cacheDir, `base-${SUITE}-${baseRecipeKey()}`);
   const rootfs = join(dir, "rootfs");
-  if (existsSync(rootfs)) return rootfs;
+  if (cachedBaseRootfs(opts.cacheDir)) return rootfs;
   mkdirSync(opts.cacheDir, { recursive: true, mode: 0o755 });
   const release = await takeLock(`${dir}.lock`, {
     timeoutMs: 30 * 60_000,

@@ -6,8 +6,10 @@ import { fileURLToPath } from "node:url";
 
 /** Repository root (build/test/envd/helpers → ../../../..). */
 export const ROOT = resolve(fileURLToPath(new URL("../../../../", import.meta.url)));
-/** The daemon under test: the bundled artifact produced by ./build.sh. */
+/** The daemon under test: dist/envd, which ./build.sh makes (it loads the bundle beside it). */
 export const ENVD_BIN = join(ROOT, "dist", "envd");
+/** The bundle itself: one file that runs anywhere as `node <file>` (addons are looked up). */
+export const ENVD_BUNDLE = join(ROOT, "dist", "envd.cjs");
 
 /** A running daemon started for a test. */
 export interface Daemon {
