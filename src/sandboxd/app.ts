@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { defaultRouteInterface } from "./network/egress.js";
 import type { Config } from "./config.js";
 import { resolveEnvdDir, userLines } from "./cli.js";
 import { ensureBaseRootfs } from "./images/base.js";
@@ -89,7 +90,9 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   let service: SandboxService | undefined;
   let closing = false;
   const boot = async () => {
-    const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
+    const egressInterface = config.egressInterface === "auto" ? await defaultRouteInterface() : config.egressInterface;
+    log.info({ egressInterface: egressInterface ?? "none" }, "sandbox egress");
+    const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface, log });
     state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
     const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log });
     if (closing) return;

@@ -14,7 +14,7 @@ export interface Config {
   envdDir: string | undefined;
   /** Addresses handed to sandboxes, a /30 each. */
   networkCidr: string;
-  /** Interface sandboxes' traffic is NATed out of; undefined: no NAT, no forwarding. */
+  /** Interface sandboxes' traffic is NATed out of ("auto": the default route's); undefined: no NAT, no forwarding. */
   egressInterface: string | undefined;
   /** Where the base rootfs is built once per machine. */
   cacheDir: string;
@@ -36,7 +36,7 @@ const options: Record<string, Option> = {
   "log-level": { env: "SANDBOXD_LOG_LEVEL", help: "fatal|error|warn|info|debug|trace|silent", def: "info" },
   "envd-dir": { env: "SANDBOXD_ENVD_DIR", help: "envd release artifact directory (default: envd/ beside sandboxd)", def: "" },
   "network-cidr": { env: "SANDBOXD_NETWORK_CIDR", help: "IPv4 range for sandboxes, a /30 each", def: "10.12.0.0/16" },
-  "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "interface to NAT sandbox traffic out of, or none", def: "none" },
+  "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "the only interface sandbox traffic is forwarded and NATed out of; auto: the default route's; none: no way out", def: "auto" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
 };
 

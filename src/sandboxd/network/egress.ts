@@ -1,5 +1,5 @@
 import { writeFileSync } from "node:fs";
-import { mustExec } from "../runtime/exec.js";
+import { execTool, mustExec } from "../runtime/exec.js";
 
 /** Name of this instance's host nft table (only made when an egress interface is configured). */
 export function egressTableName(instanceKey: string): string {
@@ -43,4 +43,16 @@ export async function installEgress(p: { table: string; cidr: string; iface: str
   if (!/^[A-Za-z0-9_.:-]{1,15}$/.test(p.iface)) throw new Error(`egress interface ${JSON.stringify(p.iface)} is not an interface name`);
   await mustExec("nft", ["-f", "-"], { input: `table ip ${p.table}\ndelete table ip ${p.table}\n${egressRuleset(p)}` });
   writeFileSync("/proc/sys/net/ipv4/ip_forward", "1\n");
+}
+
+/** The interface of the host's IPv4 default route, or undefined when it has none. */
+export async function defaultRouteInterface(): Promise<string | undefined> {
+  const r = await execTool("ip", ["-j", "-4", "route", "show", "default"]);
+  if (r.code !== 0) return undefined;
+  try {
+    const routes = JSON.parse(r.stdout || "[]") as { dev?: string }[];
+    return routes.find((x) => x.dev)?.dev;
+  } catch {
+    return undefined;
+  }
 }

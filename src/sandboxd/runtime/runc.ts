@@ -4,7 +4,8 @@ import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { egressTableName, installEgress } from "../network/egress.js";
 import { Ipam } from "../network/ipam.js";
-import { attachSlot, detachSlot, hostVethName } from "../network/veth.js";
+import type { EgressPolicy } from "../network/policy.js";
+import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "../network/veth.js";
 import { removeCgroup } from "./cgroups.js";
 import { execTool } from "./exec.js";
 import { MAPPED_ROOT } from "./idmap.js";
@@ -165,7 +166,7 @@ class RuncRuntime implements Runtime {
     }
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface }).then(() => Date.now());
+    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress }).then(() => Date.now());
     const started = this.runc.verb("start", id).then(() => Date.now());
     const [tNet, tStart] = await Promise.all([wired, started]);
     signal?.throwIfAborted();
@@ -199,6 +200,15 @@ class RuncRuntime implements Runtime {
       const st = await this.runc.state(sandboxID);
       if (!st) throw new Error(`sandbox ${sandboxID} is not known to the runtime`);
       if (st.status === "paused") await this.runc.verb("resume", sandboxID);
+    });
+  }
+
+  setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {
+    return this.serial(sandboxID, async () => {
+      const rec = this.records.get(sandboxID);
+      const st = await this.runc.state(sandboxID);
+      if (!rec || !st || !(st.pid > 0)) throw new Error(`sandbox ${sandboxID} is not running in the runtime`);
+      await replaceFirewall({ pid: st.pid, hostIp: rec.hostIp, egress: !!this.opts.egressInterface, policy });
     });
   }
 

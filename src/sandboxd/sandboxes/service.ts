@@ -7,7 +7,8 @@ import type { Template } from "../store/templates.js";
 import { initEnvd } from "./envd-init.js";
 import { ApiError, notFound } from "./errors.js";
 import { createSandboxIndex, type SandboxIndex } from "./index.js";
-import type { CreateInput, ListQuery } from "./inputs.js";
+import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
+import { egressPolicy } from "../network/policy.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
 import { resolveTemplate, versionAtLeast } from "./resolve.js";
@@ -32,6 +33,8 @@ export interface SandboxService {
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
+  /** PUT /sandboxes/{id}/network: replaces a running sandbox's outbound rules (409 when not running). */
+  updateNetwork(teamID: string, id: string, update: NetworkUpdate): Promise<void>;
   templates(teamID: string): Body[];
   /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
   templateByAlias(teamID: string, alias: string): Body;
@@ -126,7 +129,8 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
       const started = Date.now();
       let phase = "starting the sandbox";
       try {
-        const addr = await runtime.create({ sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, rootfs: tpl.rootfs, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB });
+        const egress = egressPolicy({ allowOut: network.allowOut as string[] | undefined, denyOut: network.denyOut as string[] | undefined, allowInternetAccess: row.allowInternetAccess });
+        const addr = await runtime.create({ sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, rootfs: tpl.rootfs, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB, egress });
         row.ip = addr.ip;
         row.envdPort = addr.envdPort;
         phase = "initializing envd";
@@ -251,6 +255,25 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
       track(serial(id, async () => keepAlive(owned(teamID, id, ["running"]), duration, false))),
 
     kill: (teamID, id) => track(serial(id, async () => killRow(owned(teamID, id)))),
+
+    updateNetwork: (teamID, id, update) =>
+      track(serial(id, async () => {
+        const row = owned(teamID, id);
+        if (row.state !== "running") throw new ApiError(409, `Sandbox "${id}" is not running (it is ${row.state})`);
+        // A full replacement: the egress fields are what was sent, the others (public traffic,
+        // maskRequestHost) stay as created.
+        const { allowOut: _a, denyOut: _d, rules: _r, ...kept } = row.network;
+        const network = { ...kept, ...(update.allowOut ? { allowOut: update.allowOut } : {}), ...(update.denyOut ? { denyOut: update.denyOut } : {}), ...(update.rules ? { rules: update.rules } : {}) };
+        const allowInternetAccess = update.allowInternetAccess ?? true;
+        try {
+          await runtime.setEgress(id, egressPolicy({ allowOut: update.allowOut, denyOut: update.denyOut, allowInternetAccess }));
+        } catch (err) {
+          log.error({ sandboxID: id, err: (err as Error).message }, "updating a sandbox's network rules failed");
+          throw new ApiError(500, `Failed to update the sandbox's network rules: ${(err as Error).message}`);
+        }
+        store.sandboxes.update({ ...row, network, allowInternetAccess });
+        log.info({ sandboxID: id, allowOut: update.allowOut?.length ?? 0, denyOut: update.denyOut?.length ?? 0 }, "sandbox network rules replaced");
+      })),
 
     templates: (teamID) => store.templates.listByTeam(teamID).map(templateBody),
 
