@@ -1,0 +1,140 @@
+// A fake Internet for network-policy tests: a network namespace the test makes, holding hosts on
+// TEST-NET addresses with HTTP, TCP-echo and UDP-echo servers, joined to the host by a veth whose
+// host end is what sandboxd gets as --egress-interface. Host routes send only the fake hosts'
+// /28s into it. A guard table on the host counts any packet from the sandboxes' range forwarded
+// anywhere else and any packet to the fake hosts leaving through the uplink: both must stay 0.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { NODE } from "./sandboxd.js";
+
+/** The servers' script: HTTP on 80 answers "hit <address it was reached on>", TCP echo on 7000, UDP echo on 7001 (counted). */
+const SERVER_JS = `
+const http = require("node:http"), net = require("node:net"), dgram = require("node:dgram");
+let udp = 0;
+http.createServer((req, res) => {
+  if (req.url === "/udp-count") return res.end(String(udp));
+  res.end("hit " + req.socket.localAddress);
+}).listen(80, "0.0.0.0");
+net.createServer((c) => c.pipe(c)).listen(7000, "0.0.0.0");
+// one socket per address, so that replies come from the address the datagram was sent to
+let bound = 0;
+for (const ip of process.argv.slice(2)) {
+  const u = dgram.createSocket("udp4");
+  u.on("message", (m, r) => { udp++; u.send(m, r.port, r.address); });
+  u.bind(7001, ip, () => { if (++bound === process.argv.length - 2) console.log("ready"); });
+}
+`;
+
+/** A running fake Internet. */
+export interface FakeInternet {
+  /** The host end of the veth: pass it as --egress-interface. */
+  iface: string;
+  /** The fake hosts' addresses. */
+  hosts: string[];
+  /** How many UDP datagrams the fake hosts received on 7001. */
+  udpCount(): Promise<number>;
+  /** Packets counted by the guard: forwarded from the sandboxes' range other than into the fake Internet, or to the fake hosts out of the uplink. */
+  leaks(): number;
+  /** Packets from the sandboxes' range forwarded into the fake Internet (the guard's own check that it sees them). */
+  forwarded(): number;
+  /** The uplink the guard watches (the host's default route's interface). */
+  uplink: string;
+  stop(): void;
+}
+
+function sh(cmd: string, args: string[], input?: string): string {
+  const r = spawnSync(cmd, args, { encoding: "utf8", input });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+/**
+ * Starts a fake Internet for sandboxd instances whose sandboxes live in `sandboxCidr`; `link` is a
+ * /30 (x.y.z.0/30) for the veth; `nets` are the /28s of TEST-NET the fake hosts live in (.1 and .2
+ * of each become hosts).
+ */
+export async function startFakeInternet(p: { tag: string; sandboxCidr: string; link: string; nets: string[] }): Promise<FakeInternet> {
+  const ns = `sbfi${p.tag}`;
+  const iface = `fih${p.tag}`;
+  const peer = `fip${p.tag}`;
+  const guard = `sbfiguard${p.tag}`;
+  const [a, b, c] = p.link.split(".");
+  const hostEnd = `${a}.${b}.${c}.1`;
+  const peerEnd = `${a}.${b}.${c}.2`;
+  const hosts = p.nets.flatMap((n) => {
+    const [x, y, z, w] = n.split("/")[0].split(".");
+    return [1, 2].map((k) => `${x}.${y}.${z}.${Number(w) + k}`);
+  });
+  const uplink = (JSON.parse(sh("ip", ["-j", "-4", "route", "show", "default"]) || "[]") as { dev?: string }[])[0]?.dev ?? "eth0";
+  const dir = mkdtempSync(join(tmpdir(), "sandboxd-fakenet-"));
+  let server: ChildProcess | undefined;
+  const clean = () => {
+    server?.kill("SIGKILL");
+    for (const n of p.nets) spawnSync("ip", ["route", "del", n, "via", peerEnd]);
+    spawnSync("ip", ["link", "del", iface]);
+    spawnSync("ip", ["netns", "del", ns]);
+    spawnSync("nft", ["delete", "table", "inet", guard]);
+  };
+  const stop = () => {
+    clean();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    clean();
+    sh("ip", ["netns", "add", ns]);
+    sh("ip", ["-batch", "-"], [
+      `link add ${iface} type veth peer name ${peer} netns ${ns}`,
+      `addr add ${hostEnd}/30 dev ${iface}`,
+      `link set ${iface} up`,
+      "",
+    ].join("\n"));
+    sh("ip", ["-n", ns, "-batch", "-"], [
+      "link set lo up",
+      `addr add ${peerEnd}/30 dev ${peer}`,
+      `link set ${peer} up`,
+      ...hosts.map((h) => `addr add ${h}/32 dev lo`),
+      "",
+    ].join("\n"));
+    for (const n of p.nets) sh("ip", ["route", "add", n, "via", peerEnd, "dev", iface]);
+    sh("nft", ["-f", "-"], `table inet ${guard} {
+  chain forward {
+    type filter hook forward priority -10; policy accept;
+    ip saddr ${p.sandboxCidr} oifname != "${iface}" counter
+    ip saddr ${p.sandboxCidr} oifname "${iface}" counter comment "into"
+  }
+  chain postrouting {
+    type filter hook postrouting priority -10; policy accept;
+    oifname "${uplink}" ip daddr { ${p.nets.join(", ")} } counter
+    oifname "${uplink}" ip saddr ${p.sandboxCidr} counter
+  }
+}
+`);
+    writeFileSync(join(dir, "server.cjs"), SERVER_JS);
+    server = spawn("ip", ["netns", "exec", ns, NODE, join(dir, "server.cjs"), ...hosts], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise<void>((resolve, reject) => {
+      server!.stdout!.once("data", () => resolve());
+      server!.once("exit", (code) => reject(new Error(`fake Internet servers exited ${code}`)));
+    });
+  } catch (err) {
+    stop();
+    throw err;
+  }
+  return {
+    iface,
+    hosts,
+    uplink,
+    udpCount: async () => Number(await (await fetch(`http://${hosts[0]}/udp-count`)).text()),
+    leaks() {
+      const out = sh("nft", ["list", "table", "inet", guard]);
+      const lines = out.split("\n").filter((l) => !l.includes('comment "into"'));
+      return lines.reduce((s, l) => s + Number(/counter packets (\d+)/.exec(l)?.[1] ?? 0), 0);
+    },
+    forwarded() {
+      const out = sh("nft", ["list", "table", "inet", guard]);
+      return Number(/counter packets (\d+) bytes \d+ comment "into"/.exec(out)?.[1] ?? 0);
+    },
+    stop,
+  };
+}
