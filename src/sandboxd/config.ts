@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { parseArgs } from "node:util";
+import { parseUpstream } from "./network/dns-forwarder.js";
 
 /** Everything `sandboxd serve` runs with; resolved once at start from flags, then environment, then defaults. */
 export interface Config {
@@ -18,6 +19,8 @@ export interface Config {
   egressInterface: string | undefined;
   /** Where the base rootfs is built once per machine. */
   cacheDir: string;
+  /** DNS server ("ADDR[:PORT]") sandboxd's resolver and egress proxy look names up with; undefined: the host's. */
+  dnsUpstream: string | undefined;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -37,6 +40,7 @@ const options: Record<string, Option> = {
   "envd-dir": { env: "SANDBOXD_ENVD_DIR", help: "envd release artifact directory (default: envd/ beside sandboxd)", def: "" },
   "network-cidr": { env: "SANDBOXD_NETWORK_CIDR", help: "IPv4 range for sandboxes, a /30 each", def: "10.12.0.0/16" },
   "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "the only interface sandbox traffic is forwarded and NATed out of; auto: the default route's; none: no way out", def: "auto" },
+  "dns-upstream": { env: "SANDBOXD_DNS_UPSTREAM", help: "DNS server ADDR[:PORT] that sandboxes' resolver and the egress proxy ask (default: the host's resolver)", def: "" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
 };
 
@@ -138,6 +142,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         networkCidr: checkCidr(get("network-cidr")),
         egressInterface: egress === "none" ? undefined : egress,
         cacheDir: get("cache-dir"),
+        dnsUpstream: get("dns-upstream") ? (parseUpstream(get("dns-upstream")), get("dns-upstream")) : undefined,
       },
     };
   } catch (err) {

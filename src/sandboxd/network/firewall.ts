@@ -28,22 +28,67 @@ export interface SandboxFirewall {
   egress: boolean;
   /** The user's rules; none: everything public is allowed. */
   policy?: EgressPolicy;
-  /** Ports on the host end that sandboxd serves to sandboxes. */
-  hostTcp?: number[];
-  hostUdp?: number[];
+  /** What sandboxd serves to sandboxes on the host end (none: nothing). */
+  served?: ServedPorts;
+}
+
+/** sandboxd's resolver and egress proxy ports (on every host address, the host end included). */
+export interface ServedPorts {
+  dnsPort: number;
+  httpPort: number;
+  tlsPort: number;
+}
+
+/** Whether the sandbox gets sandboxd's resolver: unless everything is denied and no domain is allowed (E2B adds no resolver then either). */
+export function servesDns(p: SandboxFirewall): boolean {
+  if (!p.egress || !p.served) return false;
+  return !p.policy || p.policy.domains.length > 0 || !p.policy.deny.includes("0.0.0.0/0");
+}
+
+/** Whether TCP to 80 and 443 that no CIDR allows goes to the egress proxy: when domains are allowed. */
+export function proxiesDomains(p: SandboxFirewall): boolean {
+  return !!(p.egress && p.served && p.policy && p.policy.domains.length > 0);
+}
+
+/**
+ * The nat chain: DNS (UDP 53, whatever the server) to sandboxd's resolver; with allowed domains,
+ * TCP 80 and 443 that no allow CIDR covers to the egress proxy (which decides by Host / SNI).
+ */
+function natChain(p: SandboxFirewall): string {
+  const dns = servesDns(p);
+  const proxy = proxiesDomains(p);
+  if (!p.served || (!dns && !proxy)) return "";
+  const h = p.hostIp;
+  const lines = [
+    ...(dns ? [`udp dport 53 dnat ip to ${h}:${p.served.dnsPort}`] : []),
+    ...(proxy
+      ? [
+          `ip daddr @allow return`,
+          `ip daddr { ${h}, ${BLOCKED_RANGES.join(", ")} } return`,
+          `tcp dport 80 dnat ip to ${h}:${p.served.httpPort}`,
+          `tcp dport 443 dnat ip to ${h}:${p.served.tlsPort}`,
+        ]
+      : []),
+  ];
+  return `  chain nat_output {
+    type nat hook output priority -100; policy accept;
+${lines.map((l) => `    ${l}
+`).join("")}  }
+`;
 }
 
 /**
  * The nft ruleset installed (from the host) inside a sandbox's network namespace. Sandbox root
  * lacks CAP_NET_ADMIN, so it cannot change it. New inbound connections are accepted only from
  * the host end (the proxy dials the sandbox). New outbound ones, in this order: to the host end
- * only on the ports sandboxd serves there; never to private ranges or IPv6; without an egress
+ * only on the ports sandboxd serves there (its resolver, its egress proxy, reached through the
+ * nat chain); never to private ranges or IPv6; without an egress
  * interface nowhere else; then the user's allow set (so allow beats deny), the deny set, and
  * everything else accepted. Established flows pass first, so a replacement changes only new ones.
  */
 export function sandboxRuleset(p: SandboxFirewall): string {
   return `table inet ${SANDBOX_TABLE} {
-${portSet("host_tcp", p.hostTcp ?? [])}${portSet("host_udp", p.hostUdp ?? [])}${v4Set("allow", p.policy?.allow ?? [])}${v4Set("deny", p.policy?.deny ?? [])}  chain input {
+${portSet("host_tcp", proxiesDomains(p) ? [p.served!.httpPort, p.served!.tlsPort] : [])}${portSet("host_udp", servesDns(p) ? [p.served!.dnsPort] : [])}${v4Set("allow", p.policy?.allow ?? [])}${v4Set("deny", p.policy?.deny ?? [])}  chain input {
     type filter hook input priority filter; policy drop;
     ct state established,related accept
     iifname "lo" accept
@@ -61,7 +106,7 @@ ${portSet("host_tcp", p.hostTcp ?? [])}${portSet("host_udp", p.hostUdp ?? [])}${
 ${p.egress ? "" : "    drop\n"}    ip daddr @allow accept
     ip daddr @deny drop
   }
-}
+${natChain(p)}}
 `;
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { execTool, mustExec } from "../runtime/exec.js";
-import { replaceSandboxTable, sandboxRuleset } from "./firewall.js";
+import { replaceSandboxTable, sandboxRuleset, type ServedPorts } from "./firewall.js";
 import type { Slot } from "./ipam.js";
 import type { EgressPolicy } from "./policy.js";
 
@@ -18,7 +18,7 @@ export function hostVethName(instanceKey: string, sandboxID: string): string {
  * inside the sandbox's user namespace): a veth pair with the peer created directly in there as
  * eth0, addresses and a default route via the host end, and the sandbox's firewall.
  */
-export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean; policy?: EgressPolicy }): Promise<void> {
+export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean; policy?: EgressPolicy; served?: ServedPorts }): Promise<void> {
   const { pid, hostVeth, slot } = p;
   const inNetns = (cmd: string[], input: string) => mustExec("nsenter", ["-t", String(pid), "-n", ...cmd], { input });
   // The firewall goes in while the host makes the pair (they touch different namespaces), and
@@ -30,7 +30,7 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
         `addr add ${slot.hostIp}/${slot.prefixLength} dev ${hostVeth}\n` +
         `link set ${hostVeth} up\n`,
     }),
-    inNetns(["nft", "-f", "-"], sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress, policy: p.policy })),
+    inNetns(["nft", "-f", "-"], sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress, policy: p.policy, served: p.served })),
   ]);
   await inNetns(
     ["ip", "-batch", "-"],
@@ -42,8 +42,8 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
  * Replaces the firewall inside the network namespace of process `pid` in one nft transaction:
  * new connections follow the new rules at once, established ones live on.
  */
-export async function replaceFirewall(p: { pid: number; hostIp: string; egress: boolean; policy?: EgressPolicy }): Promise<void> {
-  await mustExec("nsenter", ["-t", String(p.pid), "-n", "nft", "-f", "-"], { input: replaceSandboxTable({ hostIp: p.hostIp, egress: p.egress, policy: p.policy }) });
+export async function replaceFirewall(p: { pid: number; hostIp: string; egress: boolean; policy?: EgressPolicy; served?: ServedPorts }): Promise<void> {
+  await mustExec("nsenter", ["-t", String(p.pid), "-n", "nft", "-f", "-"], { input: replaceSandboxTable(p) });
 }
 
 /** Deletes the host end (and with it the peer) when it still exists. */
