@@ -20,6 +20,10 @@ const LINK = "10.12.229.0/30";
 const NETS = ["198.51.100.224/28", "203.0.113.224/28"];
 const [A1, A2, B1, B2] = ["198.51.100.225", "198.51.100.226", "203.0.113.225", "203.0.113.226"];
 const ALL = [A1, A2, B1, B2];
+/** The test resolver's zone: names of the fake hosts, and one that points into a private range. */
+const ZONE: Record<string, string> = {
+  "example.com": A1, "www.example.com": A2, "deep.sub.example.com": A2, "other.test": B1, "evil.test": B2, "private.example.com": "10.12.229.2",
+};
 
 /** A shell function run inside sandboxes: `p TARGET` prints "TARGET=open" when an HTTP GET gets an answer, else "TARGET=closed". */
 const PROBE_FN = `p() { if out=$(curl -s --connect-timeout 3 -m 6 "http://$1/") && [ -n "$out" ]; then echo "$1=open"; else echo "$1=closed"; fi; }`;
@@ -70,13 +74,13 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
   let hostAddr: string;
 
   before(async () => {
-    net = await startFakeInternet({ tag: String(process.pid % 100000), sandboxCidr: SANDBOX_CIDR, link: LINK, nets: NETS });
+    net = await startFakeInternet({ tag: String(process.pid % 100000), sandboxCidr: SANDBOX_CIDR, link: LINK, nets: NETS, zone: ZONE, tlsNames: ["example.com", "*.example.com", "deep.sub.example.com", "other.test", "evil.test"] });
     // The host's own listener on every address: sandboxes must not reach it whatever they allow.
     hostHttp = createServer((_q, r) => r.end("host"));
     await new Promise<void>((r) => hostHttp.listen(0, "0.0.0.0", r));
     hostPort = (hostHttp.address() as { port: number }).port;
     hostAddr = (JSON.parse(spawnSync("ip", ["-j", "-4", "addr", "show", "dev", net.uplink], { encoding: "utf8" }).stdout) as { addr_info: { local: string }[] }[])[0].addr_info[0].local;
-    s = await startSandboxd({ args: ["--network-cidr", SANDBOX_CIDR, "--egress-interface", net.iface] });
+    s = await startSandboxd({ args: ["--network-cidr", SANDBOX_CIDR, "--egress-interface", net.iface, "--dns-upstream", net.resolver] });
     ca = readFileSync(s.caFile);
   });
   after(async () => {
@@ -225,6 +229,68 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
     assert.equal(await net.udpCount(), udpBefore, "no datagram (raw or not) reached the fake Internet");
     assert.equal(table(), "", "the sandbox is gone with its netns");
     assert.ok(tableBefore.includes("@deny drop"));
+  });
+
+  test("domain rules: exact, *.wildcard and * through the egress proxy; Host, SNI and /etc/hosts tricks; names into private ranges refused", async () => {
+    const got = await runSdk(s, `
+      const mk = (opts) => Sandbox.create({ timeoutMs: 180_000, ...opts });
+      const [exact, wild, all, offline] = await Promise.all([
+        mk({ network: { allowOut: ["example.com"], denyOut: [ALL_TRAFFIC] } }),
+        mk({ network: { allowOut: ["*.example.com"], denyOut: [ALL_TRAFFIC] } }),
+        mk({ network: { allowOut: ["*"], denyOut: [ALL_TRAFFIC] } }),
+        mk({ allowInternetAccess: false }),
+      ]);
+      // The fake Internet's CA in each sandbox's trust store, as a user would add theirs.
+      await Promise.all([exact, wild, all, offline].map(async (x) => {
+        await x.files.write("/usr/local/share/ca-certificates/fake-internet.crt", ${JSON.stringify(net.caPem)}, { user: "root" });
+        await x.commands.run("update-ca-certificates", { user: "root" });
+      }));
+      const run = async (x, cmd) => (await x.commands.run(cmd, { user: "root", timeoutMs: 30_000 }).catch((e) => e)).stdout?.trim() ?? "";
+      const curl = async (x, args) => (await run(x, "curl -s --connect-timeout 3 -m 6 " + args + " || true")) || "closed";
+      const tcp = (x, host, port) => run(x, "python3 -c \\"import socket; socket.create_connection(('" + host + "'," + port + "),timeout=3); print('open')\\" 2>/dev/null || echo closed");
+      const out = {};
+      out.exact = {
+        dns: await run(exact, "getent hosts example.com | cut -d' ' -f1"),
+        http: await curl(exact, "http://example.com/"),
+        https: await curl(exact, "https://example.com/"),
+        sub: await curl(exact, "http://www.example.com/"),
+        other: await curl(exact, "https://other.test/"),
+        port7000: await tcp(exact, "example.com", 7000),
+        hostTrick: await curl(exact, "-H 'Host: example.com' http://${B1}/"),
+        sniTrick: await curl(exact, "--resolve example.com:443:${B1} https://example.com/"),
+        sniOther: await curl(exact, "--resolve other.test:443:${A1} https://other.test/"),
+        hostOther: await curl(exact, "-H 'Host: other.test' http://${A1}/"),
+      };
+      await run(exact, "echo '${B1} example.com' >> /etc/hosts");
+      out.spoof = { dns: await run(exact, "getent hosts example.com | cut -d' ' -f1"), http: await curl(exact, "http://example.com/"), https: await curl(exact, "https://example.com/") };
+      out.wild = {
+        www: await curl(wild, "http://www.example.com/"),
+        deep: await curl(wild, "https://deep.sub.example.com/"),
+        apex: await curl(wild, "http://example.com/"),
+        privateName: await curl(wild, "http://private.example.com/"),
+        privateByHost: await curl(wild, "-H 'Host: private.example.com' http://${B1}/"),
+      };
+      out.all = {
+        other: await curl(all, "http://other.test/"),
+        evil: await curl(all, "https://evil.test/"),
+        port7000: await tcp(all, "${B1}", 7000),
+        privateByHost: await curl(all, "-H 'Host: private.example.com' http://${B1}/"),
+      };
+      out.offline = { dns: await run(offline, "getent hosts example.com | cut -d' ' -f1 | grep . || echo none"), http: await curl(offline, "http://example.com/") };
+      await offline.updateNetwork({ allowOut: ["example.com"], denyOut: [ALL_TRAFFIC] });
+      out.updated = { dns: await run(offline, "getent hosts example.com | cut -d' ' -f1"), http: await curl(offline, "http://example.com/"), other: await curl(offline, "http://other.test/") };
+      await Promise.all([exact, wild, all, offline].map((x) => x.kill()));
+      console.log(JSON.stringify(out));
+    `);
+    assert.deepEqual(got.exact, {
+      dns: A1, http: `hit ${A1}`, https: `tls hit ${A1} example.com`, sub: "closed", other: "closed", port7000: "closed",
+      hostTrick: `hit ${A1}`, sniTrick: `tls hit ${A1} example.com`, sniOther: "closed", hostOther: "closed",
+    });
+    assert.deepEqual(got.spoof, { dns: B1, http: `hit ${A1}`, https: `tls hit ${A1} example.com` }, "the proxy dials the name, not what /etc/hosts says");
+    assert.deepEqual(got.wild, { www: `hit ${A2}`, deep: `tls hit ${A2} deep.sub.example.com`, apex: "closed", privateName: "closed", privateByHost: "closed" });
+    assert.deepEqual(got.all, { other: `hit ${B1}`, evil: `tls hit ${B2} evil.test`, port7000: "closed", privateByHost: "closed" });
+    assert.deepEqual(got.offline, { dns: "none", http: "closed" }, "no resolver for a sandbox that may reach nothing");
+    assert.deepEqual(got.updated, { dns: A1, http: `hit ${A1}`, other: "closed" });
   });
 
   test("nothing left the machine: no sandbox packet forwarded anywhere but the fake Internet, none to its hosts out of the uplink", () => {
