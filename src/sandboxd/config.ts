@@ -142,7 +142,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         networkCidr: checkCidr(get("network-cidr")),
         egressInterface: egress === "none" ? undefined : egress,
         cacheDir: get("cache-dir"),
-        dnsUpstream: get("dns-upstream") ? (parseUpstream(get("dns-upstream")), get("dns-upstream")) : undefined,
+        dnsUpstream: get("dns-upstream") ? parseUpstream(get("dns-upstream")) && get("dns-upstream") : undefined,
       },
     };
   } catch (err) {

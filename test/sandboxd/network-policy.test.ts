@@ -67,6 +67,8 @@ function expect(open: string[], closed: string[]): Record<string, string> {
 
 describe("network policy: allowOut / denyOut enforced in the sandbox's netns, with a fake Internet", { skip: sandboxSkipReason() }, () => {
   let s: Sandboxd;
+  /** The first sandboxd, which owns the data dir (s is a restarted one after the restart test). */
+  let first: Sandboxd | undefined;
   let ca: Buffer;
   let net: FakeInternet;
   let hostHttp: Server;
@@ -80,11 +82,13 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
     await new Promise<void>((r) => hostHttp.listen(0, "0.0.0.0", r));
     hostPort = (hostHttp.address() as { port: number }).port;
     hostAddr = (JSON.parse(spawnSync("ip", ["-j", "-4", "addr", "show", "dev", net.uplink], { encoding: "utf8" }).stdout) as { addr_info: { local: string }[] }[])[0].addr_info[0].local;
-    s = await startSandboxd({ args: ["--network-cidr", SANDBOX_CIDR, "--egress-interface", net.iface, "--dns-upstream", net.resolver] });
+    s = first = await startSandboxd({ args: sandboxdArgs() });
     ca = readFileSync(s.caFile);
   });
+  const sandboxdArgs = () => ["--network-cidr", SANDBOX_CIDR, "--egress-interface", net.iface, "--dns-upstream", net.resolver];
   after(async () => {
     await s?.stop();
+    if (first && first !== s) await first.stop();
     // sandboxd leaves its host egress table for sandboxes that outlive it; this test removes it.
     if (s) spawnSync("nft", ["delete", "table", "ip", `sandboxd_${createHash("sha256").update(resolve(s.dataDir)).digest("hex").slice(0, 10)}`]);
     hostHttp?.close();
@@ -291,6 +295,21 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
     assert.deepEqual(got.all, { other: `hit ${B1}`, evil: `tls hit ${B2} evil.test`, port7000: "closed", privateByHost: "closed" });
     assert.deepEqual(got.offline, { dns: "none", http: "closed" }, "no resolver for a sandbox that may reach nothing");
     assert.deepEqual(got.updated, { dns: A1, http: `hit ${A1}`, other: "closed" });
+  });
+
+  test("across a sandboxd restart a live sandbox keeps its rules and reaches the new resolver and egress proxy", async () => {
+    const script = (id?: string) => `
+      const sbx = ${id ? `await Sandbox.connect(${JSON.stringify(id)})` : `await Sandbox.create({ timeoutMs: 180_000, network: { allowOut: ["example.com", ${JSON.stringify(B2)}], denyOut: [ALL_TRAFFIC] } })`};
+      const curl = async (args) => (await sbx.commands.run("curl -s --connect-timeout 3 -m 6 " + args + " || true")).stdout.trim() || "closed";
+      console.log(JSON.stringify({ id: sbx.sandboxId, byName: await curl("http://example.com/"), byIp: await curl("http://${B2}/"), other: await curl("http://other.test/") }));
+    `;
+    const want = { byName: `hit ${A1}`, byIp: `hit ${B2}`, other: "closed" };
+    const before = await runSdk(s, script());
+    assert.deepEqual({ ...before, id: undefined }, { ...want, id: undefined });
+    assert.equal(await s.terminate(), 0);
+    s = await startSandboxd({ dataDir: s.dataDir, args: sandboxdArgs() });
+    const afterRestart = await runSdk(s, script(before.id));
+    assert.deepEqual(afterRestart, { ...want, id: before.id });
   });
 
   test("nothing left the machine: no sandbox packet forwarded anywhere but the fake Internet, none to its hosts out of the uplink", () => {

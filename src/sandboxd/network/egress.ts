@@ -16,8 +16,15 @@ export function egressTableName(instanceKey: string): string {
  */
 export function egressRuleset(p: { table: string; cidr: string; iface: string; served?: ServedPorts }): string {
   const q = JSON.stringify(p.iface);
+  // sandboxd's resolver and egress proxy listen on every address: only sandboxes may reach them.
   const served = p.served
-    ? `    ip saddr ${p.cidr} tcp dport { ${p.served.httpPort}, ${p.served.tlsPort} } accept\n    ip saddr ${p.cidr} udp dport ${p.served.dnsPort} accept\n`
+    ? [
+        `    tcp dport { ${p.served.httpPort}, ${p.served.tlsPort} } ip saddr != ${p.cidr} drop`,
+        `    udp dport ${p.served.dnsPort} ip saddr != ${p.cidr} drop`,
+        `    ip saddr ${p.cidr} tcp dport { ${p.served.httpPort}, ${p.served.tlsPort} } accept`,
+        `    ip saddr ${p.cidr} udp dport ${p.served.dnsPort} accept`,
+        "",
+      ].join("\n")
     : "";
   return `table ip ${p.table} {
   chain input {

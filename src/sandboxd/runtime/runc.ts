@@ -208,6 +208,8 @@ class RuncRuntime implements Runtime {
 
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {
     return this.serial(sandboxID, async () => {
+      // the host table carries the resolver's and proxy's ports, new on every start of sandboxd
+      if (this.opts.egressInterface) await this.ensureEgress(this.opts.egressInterface);
       const rec = this.records.get(sandboxID);
       const st = await this.runc.state(sandboxID);
       if (!rec || !st || !(st.pid > 0)) throw new Error(`sandbox ${sandboxID} is not running in the runtime`);
