@@ -16,8 +16,19 @@ const http = require("node:http"), https = require("node:https"), net = require(
 const [dir, resolverIp, zoneJson, ...hosts] = process.argv.slice(2);
 const zone = JSON.parse(zoneJson);
 let udp = 0;
+// GET /bulk/<MiB> streams that many MiB of zeros (throughput measurements).
+const MIB = Buffer.alloc(1 << 20);
+const bulk = (req, res) => {
+  const m = /^\\/bulk\\/(\\d+)$/.exec(req.url);
+  if (!m) return false;
+  let left = Number(m[1]);
+  res.writeHead(200, { "content-length": left * MIB.length });
+  const more = () => { while (left > 0) { left--; if (!res.write(MIB)) return res.once("drain", more); } res.end(); };
+  more();
+  return true;
+};
 https.createServer({ key: fs.readFileSync(dir + "/srv.key"), cert: fs.readFileSync(dir + "/srv.crt") }, (req, res) => {
-  res.end("tls hit " + req.socket.localAddress + " " + req.socket.servername);
+  if (!bulk(req, res)) res.end("tls hit " + req.socket.localAddress + " " + req.socket.servername);
 }).listen(443, "0.0.0.0");
 // The test resolver: A records from the zone, NXDOMAIN for the rest (one question per query).
 const dns = dgram.createSocket("udp4");
@@ -34,6 +45,7 @@ dns.on("message", (q, r) => {
 dns.bind(53, resolverIp);
 http.createServer((req, res) => {
   if (req.url === "/udp-count") return res.end(String(udp));
+  if (bulk(req, res)) return;
   res.end("hit " + req.socket.localAddress);
 }).listen(80, "0.0.0.0");
 net.createServer((c) => c.pipe(c)).listen(7000, "0.0.0.0");
