@@ -91,19 +91,22 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
           opts.log.debug({ src, name, port }, "egress proxy: name does not resolve to an allowed address; closed");
           return void client.destroy();
         }
-        const upstream = connect({ host: ip, port, timeout: DIAL_MS });
+        // Both sides half-open: an end in one direction is passed on (pipe ends the other
+        // socket's writable side) and the other direction keeps flowing; an error ends both.
+        const upstream = connect({ host: ip, port, timeout: DIAL_MS, allowHalfOpen: true });
         sockets.add(upstream);
-        upstream.once("close", () => sockets.delete(upstream));
+        upstream.once("close", (hadError) => {
+          sockets.delete(upstream);
+          if (hadError) client.destroy();
+        });
         upstream.once("connect", () => {
           upstream.setTimeout(0);
           upstream.write(buf);
           upstream.pipe(client);
           client.pipe(upstream);
-          client.resume();
         });
         upstream.once("timeout", () => upstream.destroy());
         upstream.on("error", () => client.destroy());
-        upstream.once("close", () => client.destroy());
         client.once("close", () => upstream.destroy());
       });
     };
@@ -111,7 +114,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
   };
 
   const listen = async (port: number, peek: (b: Buffer) => Peek): Promise<[Server, number]> => {
-    const server = createServer((c) => handle(c, port, peek));
+    const server = createServer({ allowHalfOpen: true }, (c) => handle(c, port, peek));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(0, "0.0.0.0", () => resolve());
