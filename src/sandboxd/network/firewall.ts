@@ -60,6 +60,8 @@ function natChain(p: SandboxFirewall): string {
   if (!p.served || (!dns && !proxy)) return "";
   const h = p.hostIp;
   const lines = [
+    // the sandbox's own loopback servers (a local resolver, say) stay its own
+    `ip daddr 127.0.0.0/8 return`,
     ...(dns ? [`udp dport 53 dnat ip to ${h}:${p.served.dnsPort}`] : []),
     ...(proxy
       ? [
