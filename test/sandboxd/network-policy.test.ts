@@ -26,7 +26,7 @@ const ZONE: Record<string, string> = {
 };
 
 /** A shell function run inside sandboxes: `p TARGET` prints "TARGET=open" when an HTTP GET gets an answer, else "TARGET=closed". */
-const PROBE_FN = `p() { if out=$(curl -s --connect-timeout 3 -m 6 "http://$1/") && [ -n "$out" ]; then echo "$1=open"; else echo "$1=closed"; fi; }`;
+const PROBE_FN = `p() { if out=$(curl -s --connect-timeout 5 -m 10 "http://$1/") && [ -n "$out" ]; then echo "$1=open"; else echo "$1=closed"; fi; }`;
 
 /** SDK-side helper: probes every target at once from inside a sandbox; resolves { target: "open" | "closed" }. */
 const PROBE_JS = `
@@ -250,7 +250,7 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
         await x.commands.run("update-ca-certificates", { user: "root" });
       }));
       const run = async (x, cmd) => (await x.commands.run(cmd, { user: "root", timeoutMs: 30_000 }).catch((e) => e)).stdout?.trim() ?? "";
-      const curl = async (x, args) => (await run(x, "curl -s --connect-timeout 3 -m 6 " + args + " || true")) || "closed";
+      const curl = async (x, args) => (await run(x, "curl -s --connect-timeout 10 -m 20 " + args + " || true")) || "closed";
       const tcp = (x, host, port) => run(x, "python3 -c \\"import socket; socket.create_connection(('" + host + "'," + port + "),timeout=3); print('open')\\" 2>/dev/null || echo closed");
       const out = {};
       out.exact = {
@@ -300,7 +300,7 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
   test("across a sandboxd restart a live sandbox keeps its rules and reaches the new resolver and egress proxy", async () => {
     const script = (id?: string) => `
       const sbx = ${id ? `await Sandbox.connect(${JSON.stringify(id)})` : `await Sandbox.create({ timeoutMs: 180_000, network: { allowOut: ["example.com", ${JSON.stringify(B2)}], denyOut: [ALL_TRAFFIC] } })`};
-      const curl = async (args) => (await sbx.commands.run("curl -s --connect-timeout 3 -m 6 " + args + " || true")).stdout.trim() || "closed";
+      const curl = async (args) => (await sbx.commands.run("curl -s --connect-timeout 10 -m 20 " + args + " || true")).stdout.trim() || "closed";
       console.log(JSON.stringify({ id: sbx.sandboxId, byName: await curl("http://example.com/"), byIp: await curl("http://${B2}/"), other: await curl("http://other.test/") }));
     `;
     const want = { byName: `hit ${A1}`, byIp: `hit ${B2}`, other: "closed" };
