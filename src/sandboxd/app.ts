@@ -1,5 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { defaultRouteInterface } from "./network/egress.js";
+import { startEgressServices, type EgressServices } from "./network/services.js";
 import type { Config } from "./config.js";
 import { resolveEnvdDir, userLines } from "./cli.js";
 import { ensureBaseRootfs } from "./images/base.js";
@@ -90,10 +92,14 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
 
   let service: SandboxService | undefined;
+  let egress: EgressServices | undefined;
   let closing = false;
   const metrics = createMetrics({ store, log, retentionS: config.metricsRetentionDays * 86400 });
   const boot = async () => {
-    const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
+    const egressInterface = config.egressInterface === "auto" ? await defaultRouteInterface() : config.egressInterface;
+    log.info({ egressInterface: egressInterface ?? "none" }, "sandbox egress");
+    egress = await startEgressServices({ egressInterface, dnsUpstream: config.dnsUpstream, policyOf: (ip) => service?.egressOf(ip), log });
+    const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
     state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
     const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log });
     if (closing) return;
@@ -127,6 +133,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       if (service) await booted;
       await service?.close();
       metrics.stop();
+      egress?.close();
       store.close();
     },
   };

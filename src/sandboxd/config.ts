@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { parseArgs } from "node:util";
+import { parseUpstream } from "./network/dns-forwarder.js";
 
 /** Everything `sandboxd serve` runs with; resolved once at start from flags, then environment, then defaults. */
 export interface Config {
@@ -14,12 +15,14 @@ export interface Config {
   envdDir: string | undefined;
   /** Addresses handed to sandboxes, a /30 each. */
   networkCidr: string;
-  /** Interface sandboxes' traffic is NATed out of; undefined: no NAT, no forwarding. */
+  /** Interface sandboxes' traffic is NATed out of ("auto": the default route's); undefined: no NAT, no forwarding. */
   egressInterface: string | undefined;
   /** Where the base rootfs is built once per machine. */
   cacheDir: string;
   /** How long team and sandbox metrics are kept, days. */
   metricsRetentionDays: number;
+  /** DNS server ("ADDR[:PORT]") sandboxd's resolver and egress proxy look names up with; undefined: the host's. */
+  dnsUpstream: string | undefined;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -38,7 +41,8 @@ const options: Record<string, Option> = {
   "log-level": { env: "SANDBOXD_LOG_LEVEL", help: "fatal|error|warn|info|debug|trace|silent", def: "info" },
   "envd-dir": { env: "SANDBOXD_ENVD_DIR", help: "envd release artifact directory (default: envd/ beside sandboxd)", def: "" },
   "network-cidr": { env: "SANDBOXD_NETWORK_CIDR", help: "IPv4 range for sandboxes, a /30 each", def: "10.12.0.0/16" },
-  "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "interface to NAT sandbox traffic out of, or none", def: "none" },
+  "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "the only interface sandbox traffic is forwarded and NATed out of; auto: the default route's; none: no way out", def: "auto" },
+  "dns-upstream": { env: "SANDBOXD_DNS_UPSTREAM", help: "DNS server ADDR[:PORT] that sandboxes' resolver and the egress proxy ask (default: the host's resolver)", def: "" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
@@ -146,6 +150,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         egressInterface: egress === "none" ? undefined : egress,
         cacheDir: get("cache-dir"),
         metricsRetentionDays: Number(retention),
+        dnsUpstream: get("dns-upstream") ? parseUpstream(get("dns-upstream")) && get("dns-upstream") : undefined,
       },
     };
   } catch (err) {

@@ -1,19 +1,27 @@
+import { egressRulesError } from "../network/policy.js";
 import { ApiError } from "../sandboxes/errors.js";
 import type { CreateInput } from "../sandboxes/inputs.js";
 import { invalid, objectBody, optBool, optInt, optString, optStringList, optStringMap } from "./validate.js";
 
-/** Checks the `network` object's types; the fields are stored as sent. */
+/** Checks the allow and deny lists as E2B does (400 with its message). */
+export function checkEgressRules(allowOut: string[] | undefined, denyOut: string[] | undefined): void {
+  const why = egressRulesError(allowOut, denyOut);
+  if (why) throw new ApiError(400, why);
+}
+
+/** Checks the `network` object's types and its egress rules; the fields are stored as sent. */
 function network(o: Record<string, unknown>): Record<string, unknown> | undefined {
   const v = o.network;
   if (v === undefined || v === null) return undefined;
   if (typeof v !== "object" || Array.isArray(v)) throw invalid(`field "network" must be an object`);
   const n = v as Record<string, unknown>;
   optBool(n, "allowPublicTraffic");
-  optStringList(n, "allowOut", "network.allowOut");
-  optStringList(n, "denyOut", "network.denyOut");
+  const allowOut = optStringList(n, "allowOut", "network.allowOut");
+  const denyOut = optStringList(n, "denyOut", "network.denyOut");
   optString(n, "maskRequestHost");
   if (n.rules !== undefined && (n.rules === null || typeof n.rules !== "object" || Array.isArray(n.rules))) throw invalid(`field "network.rules" must be an object`);
   if (n.egressProxy !== undefined && n.egressProxy !== null) throw new ApiError(403, "egress proxy is not enabled for this team");
+  checkEgressRules(allowOut, denyOut);
   return { ...n };
 }
 

@@ -6,6 +6,7 @@ import { METRICS_ROUTES } from "./metrics-routes.js";
 import { parseCreateBody } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
+import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
 import { objectBody, optBool, optInt, invalid } from "./validate.js";
 
@@ -109,6 +110,7 @@ export const ROUTES: Route[] = [
     },
   },
   { method: "GET", path: /^\/templates$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.templates(c.teamID)) },
+  ...NETWORK_ROUTES,
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
 ];
 

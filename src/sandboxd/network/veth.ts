@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { execTool, mustExec } from "../runtime/exec.js";
-import { sandboxRuleset } from "./firewall.js";
+import { replaceSandboxTable, sandboxRuleset, type ServedPorts } from "./firewall.js";
 import type { Slot } from "./ipam.js";
+import type { EgressPolicy } from "./policy.js";
 
 /**
  * The host end's name for a sandbox: "sb" + 13 hex of a hash of the runtime instance and the
@@ -17,7 +18,7 @@ export function hostVethName(instanceKey: string, sandboxID: string): string {
  * inside the sandbox's user namespace): a veth pair with the peer created directly in there as
  * eth0, addresses and a default route via the host end, and the sandbox's firewall.
  */
-export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean }): Promise<void> {
+export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean; policy?: EgressPolicy; served?: ServedPorts }): Promise<void> {
   const { pid, hostVeth, slot } = p;
   const inNetns = (cmd: string[], input: string) => mustExec("nsenter", ["-t", String(pid), "-n", ...cmd], { input });
   // The firewall goes in while the host makes the pair (they touch different namespaces), and
@@ -29,12 +30,20 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
         `addr add ${slot.hostIp}/${slot.prefixLength} dev ${hostVeth}\n` +
         `link set ${hostVeth} up\n`,
     }),
-    inNetns(["nft", "-f", "-"], sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress })),
+    inNetns(["nft", "-f", "-"], sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress, policy: p.policy, served: p.served })),
   ]);
   await inNetns(
     ["ip", "-batch", "-"],
     "link set lo up\n" + `addr add ${slot.ip}/${slot.prefixLength} dev eth0\n` + "link set eth0 up\n" + `route add default via ${slot.hostIp} dev eth0\n`,
   );
+}
+
+/**
+ * Replaces the firewall inside the network namespace of process `pid` in one nft transaction:
+ * new connections follow the new rules at once, established ones live on.
+ */
+export async function replaceFirewall(p: { pid: number; hostIp: string; egress: boolean; policy?: EgressPolicy; served?: ServedPorts }): Promise<void> {
+  await mustExec("nsenter", ["-t", String(p.pid), "-n", "nft", "-f", "-"], { input: replaceSandboxTable(p) });
 }
 
 /** Deletes the host end (and with it the peer) when it still exists. */

@@ -4,7 +4,9 @@ import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { egressTableName, installEgress } from "../network/egress.js";
 import { Ipam } from "../network/ipam.js";
-import { attachSlot, detachSlot, hostVethName } from "../network/veth.js";
+import type { ServedPorts } from "../network/firewall.js";
+import type { EgressPolicy } from "../network/policy.js";
+import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "../network/veth.js";
 import { removeCgroup } from "./cgroups.js";
 import { execTool } from "./exec.js";
 import { MAPPED_ROOT } from "./idmap.js";
@@ -27,6 +29,8 @@ export interface RuncOptions {
   networkCidr: string;
   /** Interface sandboxes reach the outside through (NAT); undefined: no forwarding, no NAT. */
   egressInterface?: string;
+  /** sandboxd's resolver and egress proxy, which sandboxes reach on their host end. */
+  served?: ServedPorts;
   log: Logger;
   /** Most processes (and threads) one sandbox may have at once (default 1024). */
   pidsLimit?: number;
@@ -136,7 +140,7 @@ class RuncRuntime implements Runtime {
     for (const d of [upper, join(dir, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
     chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
     await mountOverlay({ lower: spec.rootfs, upper, work: join(dir, "work"), target: rootfs });
-    writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip });
+    writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, nameserver: slot.hostIp });
     const hasUser = existsSync(join(spec.rootfs, "home", "user"));
     const config = ociConfig({
       sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
@@ -165,7 +169,7 @@ class RuncRuntime implements Runtime {
     }
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface }).then(() => Date.now());
+    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served }).then(() => Date.now());
     const started = this.runc.verb("start", id).then(() => Date.now());
     const [tNet, tStart] = await Promise.all([wired, started]);
     signal?.throwIfAborted();
@@ -179,7 +183,7 @@ class RuncRuntime implements Runtime {
   }
 
   private ensureEgress(iface: string): Promise<void> {
-    this.egressReady ??= installEgress({ table: egressTableName(this.instanceKey), cidr: this.opts.networkCidr, iface }).catch((err: unknown) => {
+    this.egressReady ??= installEgress({ table: egressTableName(this.instanceKey), cidr: this.opts.networkCidr, iface, served: this.opts.served }).catch((err: unknown) => {
       this.egressReady = undefined;
       throw err;
     });
@@ -199,6 +203,17 @@ class RuncRuntime implements Runtime {
       const st = await this.runc.state(sandboxID);
       if (!st) throw new Error(`sandbox ${sandboxID} is not known to the runtime`);
       if (st.status === "paused") await this.runc.verb("resume", sandboxID);
+    });
+  }
+
+  setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {
+    return this.serial(sandboxID, async () => {
+      // the host table carries the resolver's and proxy's ports, new on every start of sandboxd
+      if (this.opts.egressInterface) await this.ensureEgress(this.opts.egressInterface);
+      const rec = this.records.get(sandboxID);
+      const st = await this.runc.state(sandboxID);
+      if (!rec || !st || !(st.pid > 0)) throw new Error(`sandbox ${sandboxID} is not running in the runtime`);
+      await replaceFirewall({ pid: st.pid, hostIp: rec.hostIp, egress: !!this.opts.egressInterface, policy, served: this.opts.served });
     });
   }
 

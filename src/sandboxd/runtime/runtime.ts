@@ -4,6 +4,7 @@
  * without touching the API, the store or the proxy. Every method is idempotent where the OCI
  * runtime's own verbs are (stop of a stopped sandbox, thaw of a running one succeed).
  */
+import type { EgressPolicy } from "../network/policy.js";
 
 /** What a sandbox is made from and how large it may grow. */
 export interface SandboxSpec {
@@ -18,6 +19,8 @@ export interface SandboxSpec {
   memoryMB: number;
   /** Reported; enforced only where the backend can (the runc backend says how in its README). */
   diskSizeMB: number;
+  /** Outbound rules the sandbox starts with; none: every public destination is allowed. */
+  egress?: EgressPolicy;
 }
 
 /** Where a started sandbox answers: its address on the host and envd's port there. */
@@ -47,6 +50,8 @@ export interface Runtime {
   freeze(sandboxID: string): Promise<void>;
   /** Thaws a frozen sandbox; a running one is left as it is. */
   thaw(sandboxID: string): Promise<void>;
+  /** Replaces a live sandbox's outbound rules: new connections follow them, established ones live on. */
+  setEgress(sandboxID: string, policy: EgressPolicy): Promise<void>;
   /** Kills the sandbox and removes all it owns (processes, layer, network slot, cgroup); unknown IDs succeed. */
   remove(sandboxID: string): Promise<void>;
   /** Every sandbox this runtime instance owns on the host, as found now. */

@@ -10,6 +10,14 @@ export interface CreateInput {
   envVars?: Record<string, string>;
 }
 
+/** What PUT /sandboxes/{id}/network asks for: the new rules whole (an absent field clears that rule). */
+export interface NetworkUpdate {
+  allowOut?: string[];
+  denyOut?: string[];
+  rules?: Record<string, unknown>;
+  allowInternetAccess?: boolean;
+}
+
 /** The v2 list query after parsing. */
 export interface ListQuery {
   states: ("running" | "paused")[];

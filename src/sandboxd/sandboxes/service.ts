@@ -7,7 +7,8 @@ import type { Template } from "../store/templates.js";
 import { initEnvd } from "./envd-init.js";
 import { ApiError, notFound } from "./errors.js";
 import { createSandboxIndex, type SandboxIndex } from "./index.js";
-import type { CreateInput, ListQuery } from "./inputs.js";
+import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
+import { egressPolicy, type EgressPolicy } from "../network/policy.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
 import { resolveTemplate, versionAtLeast } from "./resolve.js";
@@ -32,6 +33,10 @@ export interface SandboxService {
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
+  /** PUT /sandboxes/{id}/network: replaces a running sandbox's outbound rules (409 when not running). */
+  updateNetwork(teamID: string, id: string, update: NetworkUpdate): Promise<void>;
+  /** The outbound rules of the running sandbox at `ip` (the egress proxy's and resolver's lookup). */
+  egressOf(ip: string): EgressPolicy | undefined;
   templates(teamID: string): Body[];
   /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
   templateByAlias(teamID: string, alias: string): Body;
@@ -62,7 +67,14 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     return p;
   };
 
+  /** Running sandboxes' outbound rules by address, kept beside the index. */
+  const egressByIp = new Map<string, EgressPolicy>();
+  const policyOf = (row: SandboxRow) =>
+    egressPolicy({ allowOut: row.network.allowOut as string[] | undefined, denyOut: row.network.denyOut as string[] | undefined, allowInternetAccess: row.allowInternetAccess });
+
   const publish = (row: SandboxRow) => {
+    if (row.ip) egressByIp.delete(row.ip);
+    if (row.ip && row.state === "running") egressByIp.set(row.ip, policyOf(row));
     if (!row.ip || row.state === "starting") return index.delete(row.id);
     const net = row.network as { maskRequestHost?: string };
     index.set({ sandboxID: row.id, state: row.state, ip: row.ip, envdPort: row.envdPort ?? ENVD_PORT, ...(row.trafficToken ? { trafficAccessToken: row.trafficToken } : {}), ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}) });
@@ -126,7 +138,8 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
       const started = Date.now();
       let phase = "starting the sandbox";
       try {
-        const addr = await runtime.create({ sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, rootfs: tpl.rootfs, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB });
+        const egress = policyOf(row);
+        const addr = await runtime.create({ sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, rootfs: tpl.rootfs, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB, egress });
         row.ip = addr.ip;
         row.envdPort = addr.envdPort;
         phase = "initializing envd";
@@ -172,6 +185,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
 
   const killRow = async (row: SandboxRow) => {
     index.delete(row.id);
+    if (row.ip) egressByIp.delete(row.ip);
     await runtime.remove(row.id);
     store.sandboxes.delete(row.id);
   };
@@ -193,7 +207,16 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
   return {
     index,
 
-    reconcile: () => reconcile({ store, runtime, log, publish }),
+    async reconcile() {
+      await reconcile({ store, runtime, log, publish });
+      // The resolver's and egress proxy's ports are new on every start: the live sandboxes' tables follow.
+      for (const row of store.sandboxes.all()) {
+        if (row.state !== "running" && row.state !== "paused") continue;
+        await runtime.setEgress(row.id, policyOf(row)).catch((err: Error) => log.error({ sandboxID: row.id, err: err.message }, "re-applying a sandbox's network rules failed"));
+      }
+    },
+
+    egressOf: (ip) => egressByIp.get(ip),
 
     create: (teamID, input) => track(create(teamID, input)),
 
@@ -252,6 +275,26 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
       track(serial(id, async () => keepAlive(owned(teamID, id, ["running"]), duration, false))),
 
     kill: (teamID, id) => track(serial(id, async () => killRow(owned(teamID, id)))),
+
+    updateNetwork: (teamID, id, update) =>
+      track(serial(id, async () => {
+        const row = owned(teamID, id);
+        if (row.state !== "running") throw new ApiError(409, `Sandbox "${id}" is not running (it is ${row.state})`);
+        // A full replacement: the egress fields are what was sent, the others (public traffic,
+        // maskRequestHost) stay as created.
+        const { allowOut: _a, denyOut: _d, rules: _r, ...kept } = row.network;
+        const network = { ...kept, ...(update.allowOut ? { allowOut: update.allowOut } : {}), ...(update.denyOut ? { denyOut: update.denyOut } : {}), ...(update.rules ? { rules: update.rules } : {}) };
+        const next: SandboxRow = { ...row, network, allowInternetAccess: update.allowInternetAccess ?? true };
+        try {
+          await runtime.setEgress(id, policyOf(next));
+        } catch (err) {
+          log.error({ sandboxID: id, err: (err as Error).message }, "updating a sandbox's network rules failed");
+          throw new ApiError(500, `Failed to update the sandbox's network rules: ${(err as Error).message}`);
+        }
+        store.sandboxes.update(next);
+        publish(next);
+        log.info({ sandboxID: id, allowOut: update.allowOut?.length ?? 0, denyOut: update.denyOut?.length ?? 0 }, "sandbox network rules replaced");
+      })),
 
     templates: (teamID) => store.templates.listByTeam(teamID).map(templateBody),
 
