@@ -203,7 +203,7 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
     async stop(signal = "SIGTERM") {
       if (exitCode === undefined) await killAll(port, ca, sdkEnv.E2B_API_KEY);
       const code = await terminate(signal);
-      sweepRunc(dataDir);
+      await sweepAll(dataDir, net.cidr);
       net.release();
       held.delete(dataDir);
       if (ownDir) rmSync(dataDir, { recursive: true, force: true });
@@ -233,9 +233,15 @@ async function killAll(port: number, ca: Buffer, apiKey: string): Promise<void> 
 }
 
 /** Removes runc containers left under the data dir's runc root (a sandboxd that died before killing them). */
-function sweepRunc(dataDir: string): void {
-  const root = join(dataDir, "runc");
-  if (!existsSync(root)) return;
-  const r = spawnSync("runc", ["--root", root, "list", "-q"], { encoding: "utf8" });
-  for (const id of (r.stdout ?? "").split("\n").filter(Boolean)) spawnSync("runc", ["--root", root, "delete", "--force", id]);
+/**
+ * Removes whatever sandboxes a stopped sandboxd left on `dataDir` (ones its API could not kill:
+ * frozen, or of a revoked key): containers, overlay mounts, veths, slots and the instance's
+ * cgroups, with the runtime's own sweep.
+ */
+async function sweepAll(dataDir: string, cidr: string): Promise<void> {
+  if (!existsSync(join(dataDir, "runc"))) return;
+  const { createRuncRuntime } = await import("../../../src/sandboxd/runtime/runc.js");
+  const { pino } = await import("pino");
+  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), networkCidr: cidr, log: pino({ level: "silent" }) });
+  await rt.sweep(new Set());
 }
