@@ -9,6 +9,7 @@ import type { RouteIndex } from "./proxy/target.js";
 import { createApiHandler } from "./api/handler.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
+import { createTemplateService, type TemplateService } from "./templates/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
 import { createListener } from "./server/listener.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
@@ -87,6 +88,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
 
   let service: SandboxService | undefined;
+  let templates: TemplateService | undefined;
   let closing = false;
   const boot = async () => {
     const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface: config.egressInterface, log });
@@ -98,9 +100,14 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({ store, runtime, log, domain: config.domain });
     await service.reconcile();
+    templates = createTemplateService({
+      store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
+      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
+    });
+    await templates.recover();
     if (closing) return;
     index = service.index;
-    api = createApiHandler({ store, sandboxes: service, log });
+    api = createApiHandler({ store, sandboxes: service, templates, log });
     service.startEvictor();
     state = { ready: true };
     log.info("ready: sandboxes can be made");
@@ -120,6 +127,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       // A boot still building the base template is left to die with the process; one that
       // reached the service is waited for, so the store is not closed under it.
       if (service) await booted;
+      await templates?.close();
       await service?.close();
       store.close();
     },

@@ -1,10 +1,12 @@
 import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
 import type { SandboxService } from "../sandboxes/service.js";
+import type { TemplateService } from "../templates/service.js";
 import { parseCreateBody } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
 import { objectBody, optBool, optInt, invalid } from "./validate.js";
+import { TEMPLATE_ROUTES } from "./template-routes.js";
 
 /** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
 export interface RouteContext {
@@ -16,15 +18,20 @@ export interface RouteContext {
   /** The path's template alias, as sent (alias routes only). */
   alias: string;
   query: URLSearchParams;
+  /** Every group of the path, percent-decoded (routes with `param: "raw"`). */
+  params: string[];
   sandboxes: SandboxService;
+  templates: TemplateService;
 }
 
 /** One route: method, path pattern (its one group is the sandbox ID) and handler. */
 export interface Route {
   method: string;
   path: RegExp;
-  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise. */
-  param?: "alias";
+  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise; "raw": see `params`. */
+  param?: "alias" | "raw";
+  /** Authenticated by the route itself (e.g. a signed URL), not by an API key. */
+  public?: boolean;
   handle(ctx: RouteContext): Promise<void> | void;
 }
 
@@ -45,6 +52,7 @@ const ID = "([^/]+)";
 
 /** The control API's routes. */
 export const ROUTES: Route[] = [
+  ...TEMPLATE_ROUTES,
   { method: "POST", path: /^\/sandboxes$/, handle: create(false) },
   { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(true) },
   { method: "GET", path: /^\/sandboxes$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.listV1(c.teamID, parseMetadataFilter(c.query.get("metadata")))) },
@@ -101,12 +109,11 @@ export const ROUTES: Route[] = [
       sendEmpty(c.res);
     },
   },
-  { method: "GET", path: /^\/templates$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.templates(c.teamID)) },
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
 ];
 
 /** The route for a method and path with the path's raw parameter, or the methods the path has. */
-export function match(method: string, path: string): { route: Route; raw: string | undefined } | { methods: string[] } {
+export function match(method: string, path: string): { route: Route; raw: string | undefined; groups: string[] } | { methods: string[] } {
   const methods: string[] = [];
   for (const route of ROUTES) {
     const m = route.path.exec(path);
@@ -115,7 +122,7 @@ export function match(method: string, path: string): { route: Route; raw: string
       methods.push(route.method);
       continue;
     }
-    return { route, raw: m[1] };
+    return { route, raw: m[1], groups: m.slice(1) };
   }
   return { methods };
 }

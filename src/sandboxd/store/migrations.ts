@@ -26,6 +26,21 @@ const MIGRATIONS: string[] = [
      ip TEXT, envd_port INTEGER, envd_version TEXT NOT NULL,
      cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL, disk_mb INTEGER NOT NULL);
    CREATE INDEX sandboxes_team ON sandboxes(team_id, state);`,
+  `ALTER TABLE templates ADD COLUMN start_cmd TEXT;
+   ALTER TABLE templates ADD COLUMN ready_cmd TEXT;
+   ALTER TABLE templates ADD COLUMN envs TEXT;
+   CREATE TABLE template_builds (
+     id TEXT PRIMARY KEY, template_id TEXT NOT NULL,
+     status TEXT NOT NULL CHECK (status IN ('waiting', 'building', 'ready', 'error')),
+     reason TEXT, spec TEXT, cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL,
+     rootfs TEXT, envd_version TEXT, default_user TEXT, default_workdir TEXT, start_cmd TEXT, ready_cmd TEXT, envs TEXT,
+     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT);
+   CREATE INDEX template_builds_template ON template_builds(template_id, created_at);
+   CREATE TABLE build_logs (
+     build_id TEXT NOT NULL, seq INTEGER NOT NULL, timestamp TEXT NOT NULL, level TEXT NOT NULL,
+     message TEXT NOT NULL, step TEXT, PRIMARY KEY (build_id, seq));
+   CREATE TABLE template_tags (
+     template_id TEXT NOT NULL, tag TEXT NOT NULL, build_id TEXT NOT NULL, PRIMARY KEY (template_id, tag));`,
 ];
 
 /** Brings the schema to the latest version inside one transaction per step. */
