@@ -11,8 +11,9 @@ export function versionAtLeast(v: string, min: string): boolean {
 }
 
 /**
- * The template a create names: an ID or alias, optionally "namespace/" before and ":tag" after
- * (only ":default" exists here), lower-cased; unknown → 404, another team's → 403.
+ * The template a create names: an ID or alias, optionally "namespace/" before and ":tag" after,
+ * lower-cased; unknown → 404, another team's → 403, no ready build → 400. A tag gives the build
+ * it points at (its rootfs, user, commands) in place of the template's current one.
  */
 export function resolveTemplate(store: Store, teamID: string, ref: string): Template {
   const name = ref.trim().toLowerCase();
@@ -22,6 +23,16 @@ export function resolveTemplate(store: Store, teamID: string, ref: string): Temp
   const tpl = store.templates.get(base) ?? store.templates.byAlias(base);
   if (!tpl) throw new ApiError(404, `template '${ref}' not found`);
   if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${ref}'`);
-  if (tag && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
+  const tagged = tag ? store.builds.tags(tpl.id).find((t) => t.tag === tag) : undefined;
+  if (tag && !tagged && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
+  if (tagged && tagged.buildID !== tpl.buildID) {
+    const b = store.builds.get(tagged.buildID);
+    if (!b || b.status !== "ready" || !b.rootfs) throw new ApiError(400, `the build tag '${tag}' points at is not ready`);
+    return {
+      ...tpl, buildID: b.id, rootfs: b.rootfs, envdVersion: b.envdVersion ?? tpl.envdVersion, defaultUser: b.defaultUser, defaultWorkdir: b.defaultWorkdir,
+      cpuCount: b.cpuCount, memoryMB: b.memoryMB, startCmd: b.startCmd, readyCmd: b.readyCmd, envs: b.envs ?? {},
+    };
+  }
+  if (!tpl.rootfs) throw new ApiError(400, `template '${ref}' has no ready build yet (see its build status)`);
   return tpl;
 }

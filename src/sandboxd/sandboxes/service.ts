@@ -12,6 +12,7 @@ import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
 import { resolveTemplate, versionAtLeast } from "./resolve.js";
 import { createSerializer } from "./serial.js";
+import { runStartCommand } from "./start-cmd.js";
 import { envdAccessToken, trafficAccessToken } from "./tokens.js";
 import { detailBody, listedBody, sandboxBody, templateBody } from "./views.js";
 
@@ -130,7 +131,9 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
         row.ip = addr.ip;
         row.envdPort = addr.envdPort;
         phase = "initializing envd";
-        const reported = await init(row, tpl, input.envVars ?? {});
+        const reported = await init(row, tpl, { ...(tpl.envs ?? {}), ...(input.envVars ?? {}) });
+        phase = "running the template's start and ready commands";
+        await runStartCommand({ ip: addr.ip, port: addr.envdPort, accessToken: tokenOf(row), user: tpl.defaultUser ?? "user", cwd: tpl.defaultWorkdir ?? undefined }, tpl.startCmd, tpl.readyCmd);
         const t = Date.now();
         // The version recorded for the template is what E2B's API reports (the SDK gates features
         // on it); envd's own header is the fallback for a template that records none.

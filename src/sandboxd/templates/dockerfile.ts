@@ -1,4 +1,4 @@
-import { DockerfileParser, ModifiableInstruction, type Flag, type Instruction } from "dockerfile-ast";
+import { DockerfileParser, ModifiableInstruction, PropertyInstruction, type Flag, type Instruction } from "dockerfile-ast";
 import { MAX_STEPS, type BuildSpec, type Step } from "./steps.js";
 
 /** A Dockerfile sandboxd cannot build, with the line it failed on. */
@@ -19,18 +19,17 @@ function args(ins: Instruction, min: number): string[] {
 }
 
 /** The instruction's --flags (none for instructions that take none). */
-const flagsOf = (ins: Instruction): Flag[] => (ins instanceof ModifiableInstruction ? flagsOf(ins) : []);
+const flagsOf = (ins: Instruction): Flag[] => (ins instanceof ModifiableInstruction ? ins.getFlags() : []);
 
-/** ENV/ARG in either form (`K=V ...` or `K V`), as the SDK's parser reads them. */
+/** ENV/ARG in either form (`K=V ...` or `K V`, quotes and escapes resolved by the parser) as name/value pairs. */
 function envPairs(ins: Instruction): string[] {
-  const a = args(ins, 1);
+  args(ins, 1);
+  if (!(ins instanceof PropertyInstruction)) return fail(ins, "is malformed");
   const out: string[] = [];
-  if (a.length === 2 && !(a[0].includes("=") && a[1].includes("="))) return a[0].includes("=") ? fail(ins, "mixes K=V and K V forms") : [a[0], a[1]];
-  for (const s of a) {
-    const eq = s.indexOf("=");
-    if (eq > 0) out.push(s.slice(0, eq), s.slice(eq + 1));
-    else if (ins.getKeyword() === "ARG") out.push(s, "");
-    else fail(ins, `argument ${JSON.stringify(s)} is not NAME=VALUE`);
+  for (const p of ins.getProperties()) {
+    const value = p.getValue();
+    if (value === null && ins.getKeyword() !== "ARG") fail(ins, `${p.getName()} has no value`);
+    out.push(p.getName(), value ?? "");
   }
   return out;
 }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execTool, mustExec } from "../runtime/exec.js";
 import { MAPPED_ROOT } from "../runtime/idmap.js";
@@ -58,6 +58,9 @@ export class LayerCache {
       } finally {
         await unmount(mnt);
       }
+      // only the diff is kept: overlay's work dir and the mount point are scratch
+      rmSync(join(tmp, "work"), { recursive: true, force: true });
+      rmdirSync(mnt);
       writeFileSync(join(tmp, "done"), new Date().toISOString());
       const dest = join(this.root, key);
       if (existsSync(dest)) {
