@@ -48,6 +48,7 @@ export function usage(version: string): string {
     `sandboxd ${version}: a control plane for E2B-compatible sandboxes on one Linux machine`,
     "",
     "usage: sandboxd serve [flags]",
+    "       sandboxd template build -f Dockerfile --name NAME [--cpu N] [--memory MIB] | template list",
     "       sandboxd --version | --help",
     "",
     "flags (each also an environment variable):",

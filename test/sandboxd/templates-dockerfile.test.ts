@@ -1,9 +1,11 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { api } from "./helpers/api-client.js";
-import { sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { NODE, ROOT, sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk, waitForBuild } from "./helpers/templates.js";
 
 const DOCKERFILE = [
@@ -144,5 +146,33 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
     const c = await waitForBuild(s, ca, copy.json.templateID, copy.json.buildID);
     assert.equal(c.last.status, "error");
     assert.match(c.last.reason!.message, /COPY app.py: the Dockerfile API has no build context/);
+  });
+
+  test("the CLI: 'sandboxd template build' shows progress and the log, exits 1 on a failed build; 'template list' shows the table", () => {
+    const dir = mkdtempSync(join(tmpdir(), "tpl-cli-"));
+    try {
+      writeFileSync(join(dir, "Dockerfile"), "FROM e2bdev/base\nRUN echo cli-build-output\n");
+      writeFileSync(join(dir, "Broken"), "FROM e2bdev/base\nRUN echo going-down; false\n");
+      const cli = (args: string[]) => spawnSync(NODE, [join(ROOT, "dist", "sandboxd"), "template", ...args], { encoding: "utf8", env: { ...process.env, ...s.sdkEnv }, timeout: 300_000 });
+      const ok = cli(["build", "-f", join(dir, "Dockerfile"), "--name", "tpl-cli", "--memory", "256"]);
+      assert.equal(ok.status, 0, ok.stdout + ok.stderr);
+      assert.match(ok.stdout, /==> step 1 of 3: RUN echo cli-build-output/);
+      assert.match(ok.stdout, /^ {4}cli-build-output$/m);
+      assert.match(ok.stdout, /ready: start sandboxes with Sandbox.create\('tpl-cli'\)/);
+      const bad = cli(["build", "-f", join(dir, "Broken"), "--name", "tpl-cli-broken"]);
+      assert.equal(bad.status, 1, bad.stdout + bad.stderr);
+      assert.match(bad.stdout, /going-down/);
+      assert.match(bad.stdout, /build failed in step 1: step 1 failed: the command exited with code 1/);
+      const usage = cli(["build", "--name", "x"]);
+      assert.equal(usage.status, 1);
+      assert.match(usage.stderr, /needs -f Dockerfile and --name NAME/);
+      const list = cli(["list"]);
+      assert.equal(list.status, 0, list.stderr);
+      assert.match(list.stdout, /^TEMPLATE ID\s+NAME\s+STATUS/);
+      assert.match(list.stdout, /\btpl-cli\s+ready\s+2\s+256 MiB\s+1\s+0\s+never/);
+      assert.match(list.stdout, /\btpl-cli-broken\s+error\b/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
