@@ -35,7 +35,7 @@ export interface BuildRunnerOptions {
  * template's current one and gets its tags.
  */
 export class BuildRunner {
-  private readonly running = new Map<string, { buildID: string; abort: AbortController; done: Promise<void> }>();
+  private readonly running = new Map<string, { teamID: string; buildID: string; abort: AbortController; done: Promise<void> }>();
 
   constructor(private readonly o: BuildRunnerOptions) {}
 
@@ -45,10 +45,15 @@ export class BuildRunner {
     prev?.abort.abort(new Error(`cancelled by the newer build ${build.id}`));
     const abort = new AbortController();
     const done = (prev?.done ?? Promise.resolve()).then(() => this.run(teamID, build, spec, abort.signal));
-    this.running.set(build.templateID, { buildID: build.id, abort, done });
+    this.running.set(build.templateID, { teamID, buildID: build.id, abort, done });
     void done.finally(() => {
       if (this.running.get(build.templateID)?.buildID === build.id) this.running.delete(build.templateID);
     });
+  }
+
+  /** How many of a team's templates have a build in progress. */
+  active(teamID: string): number {
+    return [...this.running.values()].filter((r) => r.teamID === teamID).length;
   }
 
   /** Cancels the template's build in progress and waits for it to stop. */

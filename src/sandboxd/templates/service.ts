@@ -10,7 +10,7 @@ import type { Template } from "../store/templates.js";
 import { BuildRunner, type StoredSpec } from "./build-run.js";
 import { DockerfileError, parseDockerfile } from "./dockerfile.js";
 import { TemplateFiles } from "./files.js";
-import { LayerCache } from "./layers.js";
+import { LayerCache, removeTree } from "./layers.js";
 import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
 import { parseBuildStart, type BuildSpec } from "./steps.js";
@@ -45,6 +45,9 @@ function resources(o: Record<string, unknown>): { cpuCount: number; memoryMB: nu
   if (memoryMB % 2 !== 0) throw invalid(`memory must be an even number of MiB, got ${memoryMB}`);
   return { cpuCount, memoryMB };
 }
+
+/** Templates of one team that may build at once (each build runs its steps one by one). */
+const MAX_CONCURRENT_BUILDS = 4;
 
 /** Creates the service; call recover() before serving. */
 export function createTemplateService(o: TemplateServiceOptions) {
@@ -97,6 +100,13 @@ export function createTemplateService(o: TemplateServiceOptions) {
       return { t, b };
     });
 
+  /** 429 when the team already builds as many templates as it may. */
+  const capacity = (teamID: string) => {
+    if (runner.active(teamID) >= MAX_CONCURRENT_BUILDS) {
+      throw new ApiError(429, `you have reached the maximum number of concurrent template builds (${MAX_CONCURRENT_BUILDS}); wait for one to finish`);
+    }
+  };
+
   const start = (teamID: string, b: Build, spec: BuildSpec, tags: string[]) => {
     store.builds.update({ ...b, spec: { ...spec, tags }, updatedAt: new Date().toISOString() });
     runner.start(teamID, store.builds.get(b.id)!, spec);
@@ -122,6 +132,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
         throw err;
       }
       const spec: BuildSpec = { ...parsed, startCmd: optString(b, "startCmd") || parsed.startCmd, readyCmd: optString(b, "readyCmd") || parsed.readyCmd, force: false };
+      capacity(teamID);
       const { t, b: build } = request(teamID, alias, res, {});
       start(teamID, build, spec, []);
       return legacyView(store, store.templates.get(t.id)!, build);
@@ -144,6 +155,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
       const b = buildOf(t, buildID);
       if (b.status !== "waiting" || (b.spec as StoredSpec | null)?.steps) throw invalid("build is not in waiting state");
       const spec = parseBuildStart(body);
+      capacity(teamID);
       start(teamID, b, spec, (b.spec as StoredSpec | null)?.tags ?? []);
     },
 
@@ -196,7 +208,6 @@ export function createTemplateService(o: TemplateServiceOptions) {
         store.builds.deleteTemplate(t.id);
         store.templates.delete(t.id);
       });
-      const { removeTree } = await import("./layers.js");
       for (const b of builds) await removeTree(join(dir, "builds", b.id)).catch((err: Error) => log.warn({ buildID: b.id, err: err.message }, "removing a build's files failed"));
     },
 
