@@ -113,6 +113,7 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
     const cached = rebuilt.logs.filter((l) => l.message.startsWith("CACHED"));
     assert.ok(cached.length >= 4, rebuilt.logs.map((l) => l.message).join("\n"));
     assert.deepEqual(layers(s), layersAfterFirst);
+    assert.ok(rebuilt.logs.some((l) => l.message.startsWith("CACHED finalize")), "the flattened rootfs is reused too");
     const listed2 = (await api(s, ca, "GET", "/templates")).json.find((t: { templateID: string }) => t.templateID === templateID);
     assert.equal(listed2.buildCount, 2);
     assert.equal(listed2.buildID, again.json.buildID);

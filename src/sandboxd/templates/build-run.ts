@@ -126,10 +126,10 @@ export class BuildRunner {
     const r = await execTool("runc", ["--root", executor.runcRoot, "list", "-q"]);
     for (const id of r.code === 0 ? r.stdout.split("\n").filter(Boolean) : []) await execTool("runc", ["--root", executor.runcRoot, "delete", "--force", id]);
     await unmountBelow(templatesDir);
-    const dirs = existsSync(executor.buildsDir) ? readdirSync(executor.buildsDir) : [];
-    for (const id of dirs) {
-      const b = store.builds.get(id);
-      if (!b || b.status !== "ready") await removeTree(join(executor.buildsDir, id)).catch(() => undefined);
+    // nothing builds yet: every build's scratch directory and every half-flattened rootfs is a leftover
+    for (const id of existsSync(executor.buildsDir) ? readdirSync(executor.buildsDir) : []) await removeTree(join(executor.buildsDir, id)).catch(() => undefined);
+    for (const name of existsSync(executor.rootfsDir) ? readdirSync(executor.rootfsDir) : []) {
+      if (name.includes(".tmp-")) await removeTree(join(executor.rootfsDir, name)).catch(() => undefined);
     }
     await sweepLayers();
     removeCgroup(`/${executor.cgroupParent}`);

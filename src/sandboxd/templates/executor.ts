@@ -16,8 +16,10 @@ export class BuildFailure extends Error {
 /** What the executor needs from its surroundings. */
 export interface ExecutorContext {
   cache: LayerCache;
-  /** Where a build's flattened rootfs goes (`<dir>/<buildID>`), and bundles of build sandboxes. */
+  /** Where a build keeps its build sandboxes' bundles while it runs (`<dir>/<buildID>`). */
   buildsDir: string;
+  /** Where flattened root filesystems are cached, by the key of the build's last step (`<dir>/<key>`). */
+  rootfsDir: string;
   runcRoot: string;
   tiniPath: string;
   cgroupParent: string;
@@ -57,8 +59,9 @@ function copyScript(src: string, dest: string, owner: string, mode: string): str
 
 /**
  * Runs a build's steps as layers over its base, each in its own build sandbox, and flattens the
- * result into `<buildsDir>/<buildID>/rootfs`. Layers come from the cache unless a step (or the
- * build) is forced; every step logs what it did, and a failure names the step.
+ * result into `<rootfsDir>/<key of the last step>`. Layers and flattened root filesystems come
+ * from the cache unless a step (or the build) is forced; every step logs what it did, and a
+ * failure names the step.
  */
 export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: BuildSpec, memoryMB: number, signal: AbortSignal): Promise<BuildOutcome> {
   const base = ctx.baseOf(spec);
@@ -159,15 +162,25 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
     if (s.type === "WORKDIR") workdir = s.args[0].startsWith("/") ? s.args[0] : join(workdir, s.args[0]);
   }
   signal.throwIfAborted();
-  ctx.log({ level: "info", message: `finalizing: flattening ${stack.length - 1} layer(s)`, step: "finalize" });
-  const out = join(ctx.buildsDir, buildID, "rootfs");
+  const out = join(ctx.rootfsDir, key);
   let rootfs: string;
   try {
-    rootfs = await flatten(stack, out);
+    if (existsSync(out)) {
+      ctx.log({ level: "info", message: `CACHED finalize: the flattened rootfs of these layers (${key.slice(0, 12)})`, step: "finalize" });
+      rootfs = out;
+    } else {
+      ctx.log({ level: "info", message: `finalize: flattening ${stack.length - 1} layer(s)`, step: "finalize" });
+      mkdirSync(ctx.rootfsDir, { recursive: true, mode: 0o711 });
+      rootfs = await flatten(stack, out).catch((err: Error) => {
+        // another build of the same layers finished first
+        if (existsSync(out)) return out;
+        throw err;
+      });
+    }
     if (!lookupUser(rootfs, user)) throw new Error(`the default user '${user}' does not exist in the image`);
   } catch (err) {
     throw new BuildFailure(`finalize failed: ${(err as Error).message}`, "finalize");
   }
-  rmSync(bundles, { recursive: true, force: true });
+  rmSync(join(ctx.buildsDir, buildID), { recursive: true, force: true });
   return { rootfs, user, workdir, envs };
 }

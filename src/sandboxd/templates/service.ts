@@ -58,7 +58,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
   const runner = new BuildRunner({
     store, log, envdVersion: o.envdVersion,
     executor: {
-      cache, buildsDir: join(dir, "builds"), runcRoot: join(o.dataDir, "runc-build"), tiniPath: o.tiniPath ?? "/usr/bin/tini-static",
+      cache, buildsDir: join(dir, "builds"), rootfsDir: join(dir, "rootfs"), runcRoot: join(o.dataDir, "runc-build"), tiniPath: o.tiniPath ?? "/usr/bin/tini-static",
       cgroupParent: `sandboxd-build-${randomId(6)}`, stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
     },
     filesDir: (teamID, hash) => files.unpacked(teamID, hash),
