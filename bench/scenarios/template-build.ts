@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
@@ -76,7 +76,6 @@ export const templateBuild: Scenario = {
     try {
       const fresh: number[] = [];
       const cached: number[] = [];
-      let templateID = "";
       for (let i = 0; i < rounds; i++) {
         const dockerfile = `FROM e2bdev/base\nUSER root\nRUN ${STEP.replace("MARKER", `round${i}-${Date.now()}`)}\nUSER user\n`;
         const one = await timedBuild(s, ca, `bench-step-${i}`, dockerfile);
@@ -84,7 +83,6 @@ export const templateBuild: Scenario = {
         const again = await timedBuild(s, ca, `bench-step-${i}`, dockerfile);
         if (again.cached < 2) throw new Error(`the rebuild used ${again.cached} cached layers`);
         cached.push(again.ms);
-        templateID = one.templateID;
       }
       const bare = await bareStep(rounds);
       const rows: Row[] = [
@@ -92,9 +90,10 @@ export const templateBuild: Scenario = {
         compared({ scenario: ID, metric: `rebuild with every layer cached, p50 (${rounds})`, value: percentile(cached, 50), unit: "ms", baseline: percentile(bare, 50), baselineLabel: "runc run of the step, fresh overlay" }),
       ];
       // Disk: the template's flattened rootfs beside the base (hard links are counted once).
-      const tpl = (await api(s, ca, "GET", "/templates")).json.find((t: { templateID: string }) => t.templateID === templateID);
       const base = await baseRootfs();
-      const tplRootfs = join(s.dataDir, "templates", "builds", tpl.buildID, "rootfs");
+      const flattened = readdirSync(join(s.dataDir, "templates", "rootfs")).filter((n) => !n.includes(".tmp-"));
+      if (flattened.length !== rounds) throw new Error(`expected ${rounds} flattened root filesystems, found ${flattened.length}`);
+      const tplRootfs = join(s.dataDir, "templates", "rootfs", flattened[0]);
       const [baseKiB, uniqueKiB] = duKiB(base, tplRootfs);
       rows.push(single(ID, "template rootfs: disk not shared with the base", uniqueKiB / 1024, "MiB", undefined, `base rootfs ${(baseKiB / 1024).toFixed(0)} MiB; unchanged files are hard links`));
       // Disk per extra sandbox: its overlay upper after create and one command.
