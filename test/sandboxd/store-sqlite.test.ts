@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { hashKey } from "../../src/sandboxd/store/api-keys.js";
+import { migrate } from "../../src/sandboxd/store/migrations.js";
 import { DEFAULT_TEAM_ID, installSecret, registerBaseTemplate, seed } from "../../src/sandboxd/store/seed.js";
 import { openStore } from "../../src/sandboxd/store/store.js";
 
@@ -27,7 +28,9 @@ describe("sandboxd store on a real SQLite file", () => {
     store.close();
 
     const raw = new DatabaseSync(file);
-    assert.equal(Number((raw.prepare("PRAGMA user_version").get() as { user_version: number }).user_version), 1);
+    const latest = migrate(new DatabaseSync(":memory:"));
+    assert.ok(latest >= 1);
+    assert.equal(Number((raw.prepare("PRAGMA user_version").get() as { user_version: number }).user_version), latest);
     assert.equal((raw.prepare("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode, "wal");
     const rows = raw.prepare("SELECT hash, masked FROM api_keys").all() as { hash: string; masked: string }[];
     raw.close();
