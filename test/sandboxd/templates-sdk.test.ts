@@ -134,6 +134,26 @@ describe("templates from the published SDK's Template() builder", { skip: sandbo
     assert.equal(unknownTag.status, 404);
   });
 
+  test("fromTemplate builds on another template's rootfs; an unknown base template fails the build", async () => {
+    const got = await runSdk(s, `
+      import { Template, Sandbox } from "e2b";
+      const child = Template().fromTemplate("tpl-sdk").setUser("root").runCmd("cat /srv/app/marker.txt > /inherited && useradd -m child").setUser("child").setWorkdir("/home/child");
+      await Template.build(child, "tpl-child", { memoryMB: 256 });
+      const sbx = await Sandbox.create("tpl-child");
+      const r = await sbx.commands.run("cat /inherited; whoami; pwd; cat /srv/app/hello.txt");
+      await sbx.kill();
+      let error = "";
+      try {
+        await Template.build(Template().fromTemplate("tpl-nope").runCmd("true"), "tpl-orphan");
+      } catch (e) {
+        error = e.message;
+      }
+      console.log(JSON.stringify({ out: r.stdout.trim().split("\\n"), error }));
+    `);
+    assert.deepEqual(got.out, ["one", "child", "/home/child", "hello from copy"]);
+    assert.match(got.error, /base template 'tpl-nope' not found/);
+  });
+
   test("uploads: a truncated upload keeps nothing; a COPY of a file the upload lacks fails the build with the step", async () => {
     const v3 = await api(s, ca, "POST", "/v3/templates", { body: { name: "tpl-raw", cpuCount: 1, memoryMB: 256 } });
     assert.equal(v3.status, 202, v3.body);

@@ -58,6 +58,17 @@ function copyScript(src: string, dest: string, owner: string, mode: string): str
 }
 
 /**
+ * Whether the image has `user`: looked up in the topmost layer that has an /etc/passwd (a layer
+ * that deleted it, or a user missing there, answers no: the USER step then runs).
+ */
+function userInStack(stack: string[], user: string): boolean {
+  for (let i = stack.length - 1; i >= 0; i--) {
+    if (existsSync(join(stack[i], "etc", "passwd"))) return lookupUser(stack[i], user) !== undefined;
+  }
+  return false;
+}
+
+/**
  * Runs a build's steps as layers over its base, each in its own build sandbox, and flattens the
  * result into `<rootfsDir>/<key of the last step>`. Layers and flattened root filesystems come
  * from the cache unless a step (or the build) is forced; every step logs what it did, and a
@@ -108,7 +119,10 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
       continue;
     }
     const cached = forced ? undefined : ctx.cache.get(key);
-    if (cached) {
+    if (s.type === "USER" && !cached && userInStack(stack, s.args[0])) {
+      // the user exists: nothing to change, no build sandbox and no layer
+      ctx.log({ level: "info", message: what, step });
+    } else if (cached) {
       stack.push(cached);
       ctx.log({ level: "info", message: `CACHED ${what} (layer ${key.slice(0, 12)})`, step });
     } else {

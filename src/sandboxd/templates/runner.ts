@@ -34,8 +34,8 @@ export function lookupUser(rootfs: string, user: string): { uid: number; gid: nu
   const numeric = /^(\d+)(?::(\d+))?$/.exec(user);
   if (numeric) return { uid: Number(numeric[1]), gid: Number(numeric[2] ?? numeric[1]), home: "/" };
   const file = join(rootfs, "etc", "passwd");
-  // a symlink here could point out of the rootfs, into the host's files
-  if (!lstatSync(file, { throwIfNoEntry: false })?.isFile()) return undefined;
+  // a symlink here (or at etc) could point out of the rootfs, into the host's files
+  if (!lstatSync(join(rootfs, "etc"), { throwIfNoEntry: false })?.isDirectory() || !lstatSync(file, { throwIfNoEntry: false })?.isFile()) return undefined;
   for (const line of readFileSync(file, "utf8").split("\n")) {
     const f = line.split(":");
     if (f[0] === user && f.length >= 7) return { uid: Number(f[2]), gid: Number(f[3]), home: f[5] || "/" };
