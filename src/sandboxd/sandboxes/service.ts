@@ -14,7 +14,7 @@ import { resolveTemplate, versionAtLeast } from "./resolve.js";
 import { createSerializer } from "./serial.js";
 import { runStartCommand } from "./start-cmd.js";
 import { envdAccessToken, trafficAccessToken } from "./tokens.js";
-import { detailBody, listedBody, sandboxBody, templateBody } from "./views.js";
+import { detailBody, listedBody, sandboxBody } from "./views.js";
 
 type Body = Record<string, unknown>;
 
@@ -33,7 +33,6 @@ export interface SandboxService {
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
-  templates(teamID: string): Body[];
   /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
   templateByAlias(teamID: string, alias: string): Body;
   /** Starts the evictor (expired sandboxes are killed, or paused with autoPause). */
@@ -254,8 +253,6 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
       track(serial(id, async () => keepAlive(owned(teamID, id, ["running"]), duration, false))),
 
     kill: (teamID, id) => track(serial(id, async () => killRow(owned(teamID, id)))),
-
-    templates: (teamID) => store.templates.listByTeam(teamID).map(templateBody),
 
     templateByAlias(teamID, alias) {
       const tpl = store.templates.byAlias(alias.toLowerCase());

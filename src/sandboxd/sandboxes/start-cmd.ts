@@ -57,15 +57,20 @@ async function startProcess(t: EnvdTarget, cmd: string, wait: boolean, timeoutMs
   }
 }
 
-/** How often the ready command is tried, and for how long (E2B: every 2 s for up to 10 min; shorter here, create waits on it). */
+/** How often the ready command is tried (E2B: every 2 s, at build time). */
 const READY_EVERY_MS = 500;
+/**
+ * How long create waits for the ready command: under the SDK's default request timeout (60 s),
+ * so that a template whose check never passes gets create's error instead of a client timeout.
+ */
+const READY_LIMIT_MS = 50_000;
 
 /**
  * The template's start command, run the way E2B's snapshot makes it look: started in the
  * background, then `readyCmd` (default: none, or a 20 s wait when only a start command is
  * set, as E2B's) is run until it exits 0. Rejects when the ready check never passes in time.
  */
-export async function runStartCommand(t: EnvdTarget, startCmd: string | null | undefined, readyCmd: string | null | undefined, totalMs = 120_000): Promise<void> {
+export async function runStartCommand(t: EnvdTarget, startCmd: string | null | undefined, readyCmd: string | null | undefined, totalMs = READY_LIMIT_MS): Promise<void> {
   if (!startCmd && !readyCmd) return;
   if (startCmd) await startProcess(t, startCmd, false, 10_000);
   const ready = readyCmd || (startCmd ? "sleep 20" : "");
