@@ -62,7 +62,7 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
   });
 
   test("build → status while building → list fields → SDK sandbox sees files, env, user, workdir and the start command → cached rebuild", async () => {
-    const created = await v1({ dockerfile: DOCKERFILE, alias: "tpl-docker", cpuCount: 2, memoryMB: 512, startCmd: "echo started > /tmp/started", readyCmd: "test -f /tmp/started" });
+    const created = await v1({ dockerfile: DOCKERFILE, alias: "tpl-docker", cpuCount: 2, memoryMB: 512, startCmd: "sleep 3; echo started > /tmp/started; sleep infinity", readyCmd: "test -f /tmp/started" });
     assert.equal(created.status, 202, created.body);
     const { templateID, buildID } = created.json;
     assert.match(templateID, /^[a-z0-9]{20}$/);
@@ -92,12 +92,13 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
     const got = await runSdk(s, `
       import { Sandbox } from "e2b";
       const sbx = await Sandbox.create("tpl-docker");
-      const r = await sbx.commands.run('id -un; pwd; echo "$GREETING|$MODE"; cat /opt/app/marker /opt/app/greeting.txt /opt/app/whoami.txt /opt/app/builder-was-here /tmp/started');
+      // create answers only once the ready command passes: the start command's file is there at once
+      const r = await sbx.commands.run('id -un; pwd; echo "$GREETING|$MODE"; cat /opt/app/marker /opt/app/greeting.txt /opt/app/whoami.txt /opt/app/builder-was-here /tmp/started; pgrep -f "[s]leep infinity" >/dev/null && echo start-cmd-running');
       const root = await sbx.commands.run("id -un", { user: "root" });
       await sbx.kill();
       console.log(JSON.stringify({ out: r.stdout.trim().split("\\n"), root: root.stdout.trim() }));
     `);
-    assert.deepEqual(got.out, ["builder", "/opt/app", "hello world|test", "built-by-run", "hello world", "root", "builder", "started"]);
+    assert.deepEqual(got.out, ["builder", "/opt/app", "hello world|test", "built-by-run", "hello world", "root", "builder", "started", "start-cmd-running"]);
     assert.equal(got.root, "root");
 
     const after1 = (await api(s, ca, "GET", "/v2/templates")).json.find((t: { templateID: string }) => t.templateID === templateID);
