@@ -73,6 +73,13 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
     const messages = built.logs.map((l) => l.message);
     assert.ok(messages.some((m) => m.startsWith("[1/") && m.includes("ENV")), messages.join("\n"));
     assert.ok(built.logs.some((l) => l.step === "2" && l.message.startsWith("[2/6] RUN mkdir")), "log entries carry their step");
+    const back = await api(s, ca, "GET", `/templates/${templateID}/builds/${buildID}/logs?direction=backward&limit=2`);
+    assert.equal(back.status, 200, back.body);
+    assert.equal(back.json.logs.length, 2);
+    assert.match(back.json.logs[0].message, /^Build finished in/);
+    const errorsOnly = await api(s, ca, "GET", `/templates/${templateID}/builds/${buildID}/logs?level=error`);
+    assert.deepEqual(errorsOnly.json.logs, []);
+    assert.equal((await api(s, ca, "GET", `/templates/${templateID}/builds/${buildID}/logs?direction=sideways`)).status, 400);
     const layersAfterFirst = layers(s);
     assert.ok(layersAfterFirst.length >= 4, `layers: ${layersAfterFirst}`);
 

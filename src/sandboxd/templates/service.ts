@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { Logger } from "../log.js";
-import { invalid, objectBody, optInt, optString, optStringList } from "../api/validate.js";
+import { invalid, objectBody, optString, optStringList } from "../api/validate.js";
 import type { AnyRequest } from "../proxy/errors.js";
 import { ApiError } from "../sandboxes/errors.js";
 import type { Build } from "../store/builds.js";
@@ -14,7 +14,8 @@ import { LayerCache, removeTree } from "./layers.js";
 import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
 import { parseBuildStart, type BuildSpec } from "./steps.js";
-import { legacyView, templateView } from "./views.js";
+import { resources } from "./resources.js";
+import { legacyView, logLine, logView, templateView } from "./views.js";
 
 type Body = Record<string, unknown>;
 
@@ -34,17 +35,6 @@ export interface TemplateServiceOptions {
 
 /** Template operations of the control API, for a team. */
 export type TemplateService = ReturnType<typeof createTemplateService>;
-
-/** Checks cpuCount and memoryMB as E2B does (1..32 vCPU, 1 or even; ≥ 128 MiB, even). */
-function resources(o: Record<string, unknown>): { cpuCount: number; memoryMB: number } {
-  const cpuCount = optInt(o, "cpuCount") ?? 2;
-  const memoryMB = optInt(o, "memoryMB") ?? 1024;
-  if (cpuCount < 1) throw invalid(`CPU count must be at least 1, got ${cpuCount}`);
-  if (cpuCount > 32 || (cpuCount !== 1 && cpuCount % 2 !== 0)) throw invalid(`CPU count must be 1 or an even number up to 32, got ${cpuCount}`);
-  if (memoryMB < 128) throw invalid(`memory must be at least 128 MiB, got ${memoryMB}`);
-  if (memoryMB % 2 !== 0) throw invalid(`memory must be an even number of MiB, got ${memoryMB}`);
-  return { cpuCount, memoryMB };
-}
 
 /** Templates of one team that may build at once (each build runs its steps one by one). */
 const MAX_CONCURRENT_BUILDS = 4;
@@ -169,17 +159,24 @@ export function createTemplateService(o: TemplateServiceOptions) {
       let entries = store.builds.logs(b.id, offset, limit);
       if (level && order.includes(level)) entries = entries.filter((e) => order.indexOf(e.level) >= order.indexOf(level));
       return {
-        templateID: b.templateID, buildID: b.id, status: b.status, logs: entries.map((e) => `[${e.timestamp}] ${e.message}`), logEntries: entries,
+        templateID: b.templateID, buildID: b.id, status: b.status, logs: entries.map(logLine), logEntries: entries.map(logView),
         ...(b.reason ? { reason: b.reason } : {}),
       };
     },
 
-    /** GET /templates/{id}/builds/{buildID}/logs: `cursor` is the offset to start at. */
+    /** GET /templates/{id}/builds/{buildID}/logs: `cursor` (ms since the epoch), `direction`, `limit`, `level` as E2B's. */
     logs(teamID: string, templateID: string, buildID: string, q: URLSearchParams): Body {
       const b = buildOf(owned(teamID, templateID), buildID);
-      const limit = Math.min(1000, Math.max(1, Number.parseInt(q.get("limit") ?? "100", 10) || 100));
-      const cursor = Math.max(0, Number.parseInt(q.get("cursor") ?? "0", 10) || 0);
-      return { logs: store.builds.logs(b.id, cursor, limit) };
+      const limit = Math.min(100, Math.max(1, Number.parseInt(q.get("limit") ?? "100", 10) || 100));
+      const direction = q.get("direction") ?? "forward";
+      if (direction !== "forward" && direction !== "backward") throw invalid(`"direction" must be forward or backward`);
+      const cursor = q.has("cursor") ? Number(q.get("cursor")) : undefined;
+      if (cursor !== undefined && !Number.isFinite(cursor)) throw invalid(`"cursor" must be a timestamp in milliseconds`);
+      const order = ["debug", "info", "warn", "error"];
+      const level = q.get("level");
+      let all = store.builds.logs(b.id, 0, 1_000_000).filter((e) => !level || order.indexOf(e.level) >= order.indexOf(level));
+      if (cursor !== undefined) all = all.filter((e) => (direction === "forward" ? Date.parse(e.timestamp) >= cursor : Date.parse(e.timestamp) <= cursor));
+      return { logs: (direction === "forward" ? all.slice(0, limit) : all.reverse().slice(0, limit)).map(logView) };
     },
 
     /** GET /templates/{id}/files/{hash}: whether the files are here, else where to PUT them. */
