@@ -178,6 +178,18 @@ describe("templates from the published SDK's Template() builder", { skip: sandbo
     assert.equal(await putFull(s, ca, link.json.url, tgz), 200);
     assert.equal((await api(s, ca, "GET", `/templates/${templateID}/files/hash1`)).json.present, true);
 
+    // too large: refused before a byte is read; not a tar: the COPY's step fails with that reason
+    const big = await api(s, ca, "GET", `/templates/${templateID}/files/hash-big`);
+    assert.equal(await putShort(s, ca, big.json.url, Buffer.alloc(0), 2 * 1024 ** 3).then((r) => r), 413);
+    const junk = await api(s, ca, "GET", `/templates/${templateID}/files/hash-junk`);
+    assert.equal(await putFull(s, ca, junk.json.url, Buffer.from("this is not a tar archive at all, not even gzip")), 200);
+    const junkBuild = await api(s, ca, "POST", "/v3/templates", { body: { name: "tpl-junk", cpuCount: 1, memoryMB: 256 } });
+    await api(s, ca, "POST", `/v2/templates/${junkBuild.json.templateID}/builds/${junkBuild.json.buildID}`, { body: { steps: [{ type: "COPY", args: ["a", "/a"], filesHash: "hash-junk" }] } });
+    const j = await waitForBuild(s, ca, junkBuild.json.templateID, junkBuild.json.buildID);
+    assert.equal(j.last.status, "error");
+    assert.equal(j.last.reason?.step, "1");
+    assert.match(j.last.reason!.message, /COPY a: the uploaded files are not a valid tar archive/);
+
     const bad = await api(s, ca, "POST", `/v2/templates/${templateID}/builds/${buildID}`, { body: { steps: [{ type: "FROB", args: [] }] } });
     assert.equal(bad.status, 400);
     assert.match(bad.json.message, /unsupported step type "FROB"/);
