@@ -1,4 +1,5 @@
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { invalid, objectBody, optString, optStringList } from "../api/validate.js";
 import type { AnyRequest } from "../proxy/errors.js";
@@ -36,6 +37,14 @@ export interface TemplateServiceOptions {
 /** Template operations of the control API, for a team. */
 export type TemplateService = ReturnType<typeof createTemplateService>;
 
+/**
+ * The cgroup parent of a data dir's build sandboxes: named by the data dir, so that a restart
+ * after a crash finds (and removes) what the last run left.
+ */
+export function buildCgroupParent(dataDir: string): string {
+  return `sandboxd-build-${createHash("sha256").update(resolve(dataDir)).digest("hex").slice(0, 10)}`;
+}
+
 /** Templates of one team that may build at once (each build runs its steps one by one). */
 const MAX_CONCURRENT_BUILDS = 4;
 
@@ -49,7 +58,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
     store, log, envdVersion: o.envdVersion,
     executor: {
       cache, buildsDir: join(dir, "builds"), rootfsDir: join(dir, "rootfs"), runcRoot: join(o.dataDir, "runc-build"), tiniPath: o.tiniPath ?? "/usr/bin/tini-static",
-      cgroupParent: `sandboxd-build-${randomId(6)}`, stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
+      cgroupParent: buildCgroupParent(o.dataDir), stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
     },
     filesDir: (teamID, hash) => files.unpacked(teamID, hash),
     baseOf: (teamID, spec) => resolveBase(store, teamID, spec, o.baseRootfs),
