@@ -22,10 +22,10 @@ async function waitForLog(s: Sandboxd, ca: Buffer, templateID: string, buildID: 
 }
 
 /** Requests a v3 build of `name` and starts it with `steps`. */
-async function build(s: Sandboxd, ca: Buffer, name: string, steps: unknown[]): Promise<{ templateID: string; buildID: string }> {
+async function build(s: Sandboxd, ca: Buffer, name: string, steps: unknown[], force = false): Promise<{ templateID: string; buildID: string }> {
   const r = await api(s, ca, "POST", "/v3/templates", { body: { name, cpuCount: 1, memoryMB: 256 } });
   assert.equal(r.status, 202, r.body);
-  const start = await api(s, ca, "POST", `/v2/templates/${r.json.templateID}/builds/${r.json.buildID}`, { body: { steps } });
+  const start = await api(s, ca, "POST", `/v2/templates/${r.json.templateID}/builds/${r.json.buildID}`, { body: { steps, force } });
   assert.equal(start.status, 202, start.body);
   return r.json;
 }
@@ -63,6 +63,22 @@ describe("template build faults", { skip: sandboxSkipReason() ?? false }, () => 
     const listed = (await api(s!, ca, "GET", "/templates")).json.find((t: { templateID: string }) => t.templateID === a.templateID);
     assert.equal(listed.buildID, b.buildID);
     assert.equal(listed.buildStatus, "ready");
+  });
+
+  test("force rebuilds every step: nothing comes from the cache and new layers are made", async () => {
+    const steps = [{ type: "RUN", args: ["echo forced > /tmp/forced"] }, { type: "WORKDIR", args: ["/srv/forced"] }];
+    const layersDir = join(dataDir, "templates", "layers");
+    const first = await build(s!, ca, "tpl-force", steps);
+    assert.equal((await waitForBuild(s!, ca, first.templateID, first.buildID)).last.status, "ready");
+    const before = readdirSync(layersDir).length;
+    const cachedRun = await build(s!, ca, "tpl-force", steps);
+    const c = await waitForBuild(s!, ca, cachedRun.templateID, cachedRun.buildID);
+    assert.equal(c.logs.filter((l) => l.message.startsWith("CACHED")).length, 3);
+    const forced = await build(s!, ca, "tpl-force", steps, true);
+    const f = await waitForBuild(s!, ca, forced.templateID, forced.buildID);
+    assert.equal(f.last.status, "ready", JSON.stringify(f.last.reason));
+    assert.deepEqual(f.logs.filter((l) => l.message.startsWith("CACHED")), []);
+    assert.equal(readdirSync(layersDir).length, before + 2);
   });
 
   test("sandboxd killed (SIGKILL) during a build: after a restart the build is an error, nothing of it is left, and builds work again", async () => {

@@ -34,7 +34,7 @@ export function runSdk(s: Sandboxd, script: string, cwd = ROOT, timeoutMs = 540_
   return new Promise((resolve, reject) => {
     const child = spawn(NODE, ["--input-type=module", "-e", script], {
       cwd,
-      env: { ...process.env, ...s.sdkEnv, NODE_PATH: `${ROOT}/node_modules`, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "", E2B_ACCESS_TOKEN: "" },
+      env: { ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "", E2B_ACCESS_TOKEN: "" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
