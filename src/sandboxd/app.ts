@@ -13,6 +13,7 @@ import { createDashboard, resolveDashboardDir } from "./dashboard/serve.js";
 import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
+import { createTemplateService, type TemplateService } from "./templates/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
 import { createListener } from "./server/listener.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
@@ -93,6 +94,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
 
   let service: SandboxService | undefined;
   let egress: EgressServices | undefined;
+  let templates: TemplateService | undefined;
   let closing = false;
   const metrics = createMetrics({ store, log, retentionS: config.metricsRetentionDays * 86400 });
   const boot = async () => {
@@ -108,9 +110,14 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({ store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID) });
     await service.reconcile();
+    templates = createTemplateService({
+      store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
+      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
+    });
+    await templates.recover();
     if (closing) return;
     index = service.index;
-    api = createApiHandler({ store, sandboxes: service, log, metrics });
+    api = createApiHandler({ store, sandboxes: service, templates, log, metrics });
     service.startEvictor();
     metrics.start();
     state = { ready: true };
@@ -131,6 +138,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       // A boot still building the base template is left to die with the process; one that
       // reached the service is waited for, so the store is not closed under it.
       if (service) await booted;
+      await templates?.close();
       await service?.close();
       metrics.stop();
       egress?.close();

@@ -57,6 +57,7 @@ export function usage(version: string): string {
     "usage: sandboxd serve [flags]",
     "       sandboxd keys create --team T | keys list | keys revoke <id|key>   [--data-dir D]",
     "       sandboxd teams list | teams set T [--name N] [--max-concurrent N] [--max-length-hours H]   [--data-dir D]",
+    "       sandboxd template build -f Dockerfile --name NAME [--cpu N] [--memory MIB] | template list",
     "       sandboxd --version | --help",
     "",
     "flags (each also an environment variable):",

@@ -16,6 +16,10 @@ async function main(): Promise<void> {
     process.exitCode = r.exitCode;
     return;
   }
+  if (process.argv[2] === "template") {
+    const { templateCli } = await import("./templates/cli.js");
+    process.exit(await templateCli(process.argv.slice(3), process.env, process.stdout, process.stderr));
+  }
   const parsed = parseConfig(process.argv.slice(2), process.env, version);
   if ("print" in parsed) {
     (parsed.exitCode === 0 ? process.stdout : process.stderr).write(parsed.print);

@@ -4,6 +4,7 @@ import type { ApiHandler } from "../server/dispatch.js";
 import { ApiError } from "../sandboxes/errors.js";
 import type { Metrics } from "../metrics/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
+import type { TemplateService } from "../templates/service.js";
 import type { Store } from "../store/store.js";
 import { sendError, sendJson } from "./http.js";
 import { match } from "./routes.js";
@@ -20,10 +21,14 @@ function safeDecode(raw: string): string {
   }
 }
 
-/** The team of the request's X-API-Key, or the 401 to answer. */
+/**
+ * The team of the request's X-API-Key, or the 401 to answer. `Authorization: Bearer <API key>`
+ * is accepted too: it stands in for E2B's access tokens (which v1 POST /templates requires).
+ */
 function authenticate(store: Store, req: AnyRequest): string {
   const raw = req.headers["x-api-key"];
-  const key = Array.isArray(raw) ? raw[0] : raw;
+  const bearer = /^Bearer\s+(\S+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
+  const key = (Array.isArray(raw) ? raw[0] : raw) || bearer;
   if (key === undefined || key === "") {
     throw new ApiError(401, "Missing API key: send your team's key in the X-API-Key header (see https://e2b.dev/docs/api-key)");
   }
@@ -37,8 +42,8 @@ function authenticate(store: Store, req: AnyRequest): string {
  * error as `{code, message}` JSON. Nothing escapes: an unexpected error is logged and answered
  * with a 500 that names no internals.
  */
-export function createApiHandler(opts: { store: Store; sandboxes: SandboxService; log: Logger; metrics?: Metrics }): ApiHandler {
-  const { store, sandboxes, log, metrics } = opts;
+export function createApiHandler(opts: { store: Store; sandboxes: SandboxService; templates: TemplateService; log: Logger; metrics?: Metrics }): ApiHandler {
+  const { store, sandboxes, templates, log, metrics } = opts;
 
   const handle = async (req: AnyRequest, res: AnyResponse) => {
     const url = new URL(req.url ?? "/", "http://api");
@@ -50,12 +55,13 @@ export function createApiHandler(opts: { store: Store; sandboxes: SandboxService
       if (found.methods.length > 0) return sendJson(res, 405, { code: 405, message: `Method ${method} is not allowed on ${path}` }, { allow: found.methods.join(", ") });
       return sendJson(res, 404, { code: 404, message: `Not found: ${method} ${path} is not an operation of this API` });
     }
-    const teamID = authenticate(store, req);
+    const teamID = found.route.public ? "" : authenticate(store, req);
     const { raw } = found;
     const isAlias = found.route.param === "alias";
-    const id = raw === undefined || isAlias ? "" : shortId(raw);
+    const id = raw === undefined || isAlias || found.route.param === "raw" ? "" : shortId(raw);
+    const params = found.route.param === "raw" ? found.groups.map(safeDecode) : [];
     const alias = raw !== undefined && isAlias ? safeDecode(raw) : "";
-    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, sandboxes, store, metrics });
+    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, params, sandboxes, templates, store, metrics });
   };
 
   return (req, res) => {

@@ -3,12 +3,14 @@ import type { Metrics } from "../metrics/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { Store } from "../store/store.js";
 import { METRICS_ROUTES } from "./metrics-routes.js";
+import type { TemplateService } from "../templates/service.js";
 import { parseCreateBody } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
 import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
 import { objectBody, optBool, optInt, invalid } from "./validate.js";
+import { TEMPLATE_ROUTES } from "./template-routes.js";
 
 /** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
 export interface RouteContext {
@@ -20,18 +22,24 @@ export interface RouteContext {
   /** The path's template alias or team ID, as sent (routes with `param: "alias"` only). */
   alias: string;
   query: URLSearchParams;
+  /** Every group of the path, percent-decoded (routes with `param: "raw"`). */
+  params: string[];
   sandboxes: SandboxService;
   store: Store;
   /** Metrics collection, when the server runs it. */
   metrics?: Metrics;
+  templates: TemplateService;
 }
 
 /** One route: method, path pattern (its one group is the sandbox ID) and handler. */
 export interface Route {
   method: string;
   path: RegExp;
-  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise. */
-  param?: "alias" /* the group as sent, decoded: a template alias or a team ID */;
+  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise: "alias", the
+   * group as sent, decoded (a template alias or a team ID); "raw": see `params`. */
+  param?: "alias" | "raw";
+  /** Authenticated by the route itself (e.g. a signed URL), not by an API key. */
+  public?: boolean;
   handle(ctx: RouteContext): Promise<void> | void;
 }
 
@@ -53,6 +61,7 @@ const ID = "([^/]+)";
 /** The control API's routes. */
 export const ROUTES: Route[] = [
   ...METRICS_ROUTES,
+  ...TEMPLATE_ROUTES,
   { method: "POST", path: /^\/sandboxes$/, handle: create(false) },
   { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(true) },
   { method: "GET", path: /^\/sandboxes$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.listV1(c.teamID, parseMetadataFilter(c.query.get("metadata")))) },
@@ -109,13 +118,12 @@ export const ROUTES: Route[] = [
       sendEmpty(c.res);
     },
   },
-  { method: "GET", path: /^\/templates$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.templates(c.teamID)) },
   ...NETWORK_ROUTES,
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
 ];
 
 /** The route for a method and path with the path's raw parameter, or the methods the path has. */
-export function match(method: string, path: string): { route: Route; raw: string | undefined } | { methods: string[] } {
+export function match(method: string, path: string): { route: Route; raw: string | undefined; groups: string[] } | { methods: string[] } {
   const methods: string[] = [];
   for (const route of ROUTES) {
     const m = route.path.exec(path);
@@ -124,7 +132,7 @@ export function match(method: string, path: string): { route: Route; raw: string
       methods.push(route.method);
       continue;
     }
-    return { route, raw: m[1] };
+    return { route, raw: m[1], groups: m.slice(1) };
   }
   return { methods };
 }

@@ -12,9 +12,10 @@ export function versionAtLeast(v: string, min: string): boolean {
 }
 
 /**
- * The template a create names: an ID or alias, optionally "namespace/" before and ":tag" after
- * (only ":default" exists here), lower-cased; unknown → 404, another team's → 403, except the
- * default team's `base`, which every team may use (E2B's public base template).
+ * The template a create names: an ID or alias, optionally "namespace/" before and ":tag" after,
+ * lower-cased; unknown → 404, another team's → 403 (except the default team's `base`, which every
+ * team may use, as E2B's public base template), no ready build → 400. A tag gives the build it
+ * points at (its rootfs, user, commands) in place of the template's current one.
  */
 export function resolveTemplate(store: Store, teamID: string, ref: string): Template {
   const name = ref.trim().toLowerCase();
@@ -25,6 +26,16 @@ export function resolveTemplate(store: Store, teamID: string, ref: string): Temp
   if (!tpl) throw new ApiError(404, `template '${ref}' not found`);
   const shared = tpl.teamID === DEFAULT_TEAM_ID && tpl.alias === "base";
   if (tpl.teamID !== teamID && !shared) throw new ApiError(403, `you don't have access to template '${ref}'`);
-  if (tag && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
+  const tagged = tag ? store.builds.tags(tpl.id).find((t) => t.tag === tag) : undefined;
+  if (tag && !tagged && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
+  if (tagged && tagged.buildID !== tpl.buildID) {
+    const b = store.builds.get(tagged.buildID);
+    if (!b || b.status !== "ready" || !b.rootfs) throw new ApiError(400, `the build tag '${tag}' points at is not ready`);
+    return {
+      ...tpl, buildID: b.id, rootfs: b.rootfs, envdVersion: b.envdVersion ?? tpl.envdVersion, defaultUser: b.defaultUser, defaultWorkdir: b.defaultWorkdir,
+      cpuCount: b.cpuCount, memoryMB: b.memoryMB, startCmd: b.startCmd, readyCmd: b.readyCmd, envs: b.envs ?? {},
+    };
+  }
+  if (!tpl.rootfs) throw new ApiError(400, `template '${ref}' has no ready build yet (see its build status)`);
   return tpl;
 }

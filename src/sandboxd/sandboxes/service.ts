@@ -13,8 +13,9 @@ import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
 import { resolveTemplate, versionAtLeast } from "./resolve.js";
 import { createSerializer } from "./serial.js";
+import { runStartCommand } from "./start-cmd.js";
 import { envdAccessToken, trafficAccessToken } from "./tokens.js";
-import { detailBody, listedBody, sandboxBody, templateBody } from "./views.js";
+import { detailBody, listedBody, sandboxBody } from "./views.js";
 
 type Body = Record<string, unknown>;
 
@@ -37,7 +38,6 @@ export interface SandboxService {
   updateNetwork(teamID: string, id: string, update: NetworkUpdate): Promise<void>;
   /** The outbound rules of the running sandbox at `ip` (the egress proxy's and resolver's lookup). */
   egressOf(ip: string): EgressPolicy | undefined;
-  templates(teamID: string): Body[];
   /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
   templateByAlias(teamID: string, alias: string): Body;
   /** Starts the evictor (expired sandboxes are killed, or paused with autoPause). */
@@ -143,7 +143,9 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
         row.ip = addr.ip;
         row.envdPort = addr.envdPort;
         phase = "initializing envd";
-        const reported = await init(row, tpl, input.envVars ?? {});
+        const reported = await init(row, tpl, { ...(tpl.envs ?? {}), ...(input.envVars ?? {}) });
+        phase = "running the template's start and ready commands";
+        await runStartCommand({ ip: addr.ip, port: addr.envdPort, accessToken: tokenOf(row), user: tpl.defaultUser ?? "user", cwd: tpl.defaultWorkdir ?? undefined }, tpl.startCmd, tpl.readyCmd);
         const t = Date.now();
         // The version recorded for the template is what E2B's API reports (the SDK gates features
         // on it); envd's own header is the fallback for a template that records none.
@@ -295,8 +297,6 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
         publish(next);
         log.info({ sandboxID: id, allowOut: update.allowOut?.length ?? 0, denyOut: update.denyOut?.length ?? 0 }, "sandbox network rules replaced");
       })),
-
-    templates: (teamID) => store.templates.listByTeam(teamID).map(templateBody),
 
     templateByAlias(teamID, alias) {
       const tpl = store.templates.byAlias(alias.toLowerCase());

@@ -55,25 +55,3 @@ export function detailBody(row: SandboxRow, tpl: Template | undefined, envdToken
     lifecycle: { autoResume: false, onTimeout: row.autoPause ? "pause" : "kill" },
   };
 }
-
-/** The `Template` shape of GET /templates. */
-export function templateBody(t: Template): Record<string, unknown> {
-  return {
-    templateID: t.id,
-    buildID: t.buildID,
-    cpuCount: t.cpuCount,
-    memoryMB: t.memoryMB,
-    diskSizeMB: t.diskSizeMB,
-    public: false,
-    aliases: t.alias ? [t.alias] : [],
-    names: t.alias ? [t.alias] : [],
-    createdAt: t.createdAt,
-    updatedAt: t.updatedAt,
-    createdBy: null,
-    lastSpawnedAt: t.lastSpawnedAt,
-    spawnCount: t.spawnCount,
-    buildCount: 1,
-    envdVersion: t.envdVersion,
-    buildStatus: "ready",
-  };
-}

@@ -37,6 +37,22 @@ const MIGRATIONS: string[] = [
      mem_cache INTEGER NOT NULL, disk_used INTEGER NOT NULL, disk_total INTEGER NOT NULL,
      PRIMARY KEY (sandbox_id, ts)) WITHOUT ROWID;
    CREATE INDEX sandbox_samples_ts ON sandbox_samples(ts);`,
+  // Template builds, their logs and tags; what a template starts sandboxes with.
+  `ALTER TABLE templates ADD COLUMN start_cmd TEXT;
+   ALTER TABLE templates ADD COLUMN ready_cmd TEXT;
+   ALTER TABLE templates ADD COLUMN envs TEXT;
+   CREATE TABLE template_builds (
+     id TEXT PRIMARY KEY, template_id TEXT NOT NULL,
+     status TEXT NOT NULL CHECK (status IN ('waiting', 'building', 'ready', 'error')),
+     reason TEXT, spec TEXT, cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL,
+     rootfs TEXT, envd_version TEXT, default_user TEXT, default_workdir TEXT, start_cmd TEXT, ready_cmd TEXT, envs TEXT,
+     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT);
+   CREATE INDEX template_builds_template ON template_builds(template_id, created_at);
+   CREATE TABLE build_logs (
+     build_id TEXT NOT NULL, seq INTEGER NOT NULL, timestamp TEXT NOT NULL, level TEXT NOT NULL,
+     message TEXT NOT NULL, step TEXT, PRIMARY KEY (build_id, seq));
+   CREATE TABLE template_tags (
+     template_id TEXT NOT NULL, tag TEXT NOT NULL, build_id TEXT NOT NULL, PRIMARY KEY (template_id, tag));`,
 ];
 
 /** How many schema steps there are: the `user_version` of an up-to-date store. */

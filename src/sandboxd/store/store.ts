@@ -1,5 +1,6 @@
 import { DatabaseSync } from "node:sqlite";
 import { apiKeysTable, type ApiKeys } from "./api-keys.js";
+import { buildsTable, type Builds } from "./builds.js";
 import { migrate } from "./migrations.js";
 import { sandboxesTable, type Sandboxes } from "./sandboxes.js";
 import { sandboxMetricsTable, type SandboxMetrics } from "./sandbox-metrics.js";
@@ -13,6 +14,7 @@ export interface Store {
   teams: Teams;
   apiKeys: ApiKeys;
   templates: Templates;
+  builds: Builds;
   sandboxes: Sandboxes;
   settings: Settings;
   teamMetrics: TeamMetrics;
@@ -39,6 +41,7 @@ export function openStore(file: string): Store {
     teams: teamsTable(db),
     apiKeys: apiKeysTable(db),
     templates: templatesTable(db),
+    builds: buildsTable(db),
     sandboxes: sandboxesTable(db),
     settings: settingsTable(db),
     teamMetrics: teamMetricsTable(db),

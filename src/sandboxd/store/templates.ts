@@ -17,7 +17,19 @@ export interface Template {
   updatedAt: string;
   spawnCount: number;
   lastSpawnedAt: string | null;
+  /** Run in every new sandbox (in the background), and the check create waits for. */
+  startCmd?: string | null;
+  readyCmd?: string | null;
+  /** Environment variables the template's steps set (ENV), given to every sandbox's envd. */
+  envs?: Record<string, string>;
 }
+
+/** What a finished build makes current on its template. */
+export type TemplateBuildResult = Pick<Template, "rootfs" | "buildID" | "envdVersion" | "defaultUser" | "defaultWorkdir" | "cpuCount" | "memoryMB"> & {
+  startCmd: string | null;
+  readyCmd: string | null;
+  envs: Record<string, string>;
+};
 
 /** The templates table. */
 export interface Templates {
@@ -29,6 +41,10 @@ export interface Templates {
   updateBuild(id: string, rootfs: string, envdVersion: string): void;
   /** Counts one more sandbox made from the template. */
   spawned(id: string, at: string): void;
+  /** Makes a finished build the template's current one. */
+  setBuild(id: string, b: TemplateBuildResult): void;
+  /** Removes the template row (its builds, logs and tags are removed by their tables). */
+  delete(id: string): void;
 }
 
 interface Row {
@@ -47,6 +63,9 @@ interface Row {
   updated_at: string;
   spawn_count: number;
   last_spawned_at: string | null;
+  start_cmd: string | null;
+  ready_cmd: string | null;
+  envs: string | null;
 }
 
 function fromRow(r: Row): Template {
@@ -54,6 +73,7 @@ function fromRow(r: Row): Template {
     id: r.id, alias: r.alias, teamID: r.team_id, cpuCount: Number(r.cpu_count), memoryMB: Number(r.memory_mb), diskSizeMB: Number(r.disk_mb),
     envdVersion: r.envd_version, defaultUser: r.default_user, defaultWorkdir: r.default_workdir, rootfs: r.rootfs, buildID: r.build_id,
     createdAt: r.created_at, updatedAt: r.updated_at, spawnCount: Number(r.spawn_count), lastSpawnedAt: r.last_spawned_at,
+    startCmd: r.start_cmd, readyCmd: r.ready_cmd, envs: r.envs ? (JSON.parse(r.envs) as Record<string, string>) : {},
   };
 }
 
@@ -63,7 +83,10 @@ export function templatesTable(db: DatabaseSync): Templates {
   const byAlias = db.prepare("SELECT * FROM templates WHERE alias = ?");
   const list = db.prepare("SELECT * FROM templates WHERE team_id = ? ORDER BY created_at, id");
   const insert = db.prepare(`INSERT INTO templates (id, alias, team_id, cpu_count, memory_mb, disk_mb, envd_version, default_user, default_workdir,
-    rootfs, build_id, created_at, updated_at, spawn_count, last_spawned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    rootfs, build_id, created_at, updated_at, spawn_count, last_spawned_at, start_cmd, ready_cmd, envs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const setBuild = db.prepare(`UPDATE templates SET rootfs = ?, build_id = ?, envd_version = ?, default_user = ?, default_workdir = ?, cpu_count = ?, memory_mb = ?,
+    start_cmd = ?, ready_cmd = ?, envs = ?, updated_at = ? WHERE id = ?`);
+  const del = db.prepare("DELETE FROM templates WHERE id = ?");
   const updateBuild = db.prepare("UPDATE templates SET rootfs = ?, envd_version = ?, updated_at = ? WHERE id = ?");
   const spawned = db.prepare("UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE id = ?");
   return {
@@ -78,8 +101,11 @@ export function templatesTable(db: DatabaseSync): Templates {
     listByTeam: (teamID) => (list.all(teamID) as unknown as Row[]).map(fromRow),
     insert: (t) =>
       void insert.run(t.id, t.alias, t.teamID, t.cpuCount, t.memoryMB, t.diskSizeMB, t.envdVersion, t.defaultUser, t.defaultWorkdir,
-        t.rootfs, t.buildID, t.createdAt, t.updatedAt, t.spawnCount, t.lastSpawnedAt),
+        t.rootfs, t.buildID, t.createdAt, t.updatedAt, t.spawnCount, t.lastSpawnedAt, t.startCmd ?? null, t.readyCmd ?? null, JSON.stringify(t.envs ?? {})),
     updateBuild: (id, rootfs, envdVersion) => void updateBuild.run(rootfs, envdVersion, new Date().toISOString(), id),
     spawned: (id, at) => void spawned.run(at, id),
+    setBuild: (id, b) =>
+      void setBuild.run(b.rootfs, b.buildID, b.envdVersion, b.defaultUser, b.defaultWorkdir, b.cpuCount, b.memoryMB, b.startCmd, b.readyCmd, JSON.stringify(b.envs), new Date().toISOString(), id),
+    delete: (id) => void del.run(id),
   };
 }

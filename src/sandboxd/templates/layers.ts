@@ -1,0 +1,118 @@
+import { createHash, randomBytes } from "node:crypto";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { execTool, mustExec } from "../runtime/exec.js";
+import { MAPPED_ROOT } from "../runtime/idmap.js";
+import { isMounted, unmount } from "../runtime/overlay.js";
+
+/** The next key of the layer hash chain: the parent's key and what the step does. */
+export function chainKey(parent: string, step: unknown): string {
+  return createHash("sha256").update(parent).update("\0").update(JSON.stringify(step)).digest("hex").slice(0, 32);
+}
+
+/** Checks a directory can go into overlayfs's options (which split on commas and colons). */
+function overlaySafe(d: string): string {
+  if (/[,:\s\\]/.test(d)) throw new Error(`layer directory ${JSON.stringify(d)} contains a comma, colon, backslash or space`);
+  return d;
+}
+
+/** overlayfs's lowerdir: the stack's directories, topmost first. */
+const lowerdir = (stack: string[]) => [...stack].reverse().map(overlaySafe).join(":");
+
+/**
+ * The template layer cache under `<dataDir>/templates`: each layer is an overlay upper directory
+ * (`layers/<key>/diff`) made by one step on top of the layers below it, named by the hash chain
+ * of (parent layer, step, files hash). A layer appears under its key only once its step has
+ * succeeded (made in a temp directory, then renamed), so the cache never serves a failed step.
+ */
+export class LayerCache {
+  readonly root: string;
+
+  constructor(templatesDir: string) {
+    this.root = join(templatesDir, "layers");
+    mkdirSync(this.root, { recursive: true, mode: 0o711 });
+  }
+
+  /** The diff directory of a cached layer, or undefined. */
+  get(key: string): string | undefined {
+    const diff = join(this.root, key, "diff");
+    return existsSync(join(this.root, key, "done")) ? diff : undefined;
+  }
+
+  /**
+   * Makes the layer `key` over `stack` (bottom first): mounts a fresh upper over it, runs `fn`
+   * with the mount point, unmounts, and publishes the layer only when `fn` succeeded.
+   */
+  async make(key: string, stack: string[], fn: (mnt: string) => Promise<void>): Promise<string> {
+    const tmp = join(this.root, `.tmp-${key}-${randomBytes(4).toString("hex")}`);
+    const diff = join(tmp, "diff");
+    const mnt = join(tmp, "mnt");
+    for (const d of [tmp, diff, join(tmp, "work"), mnt]) mkdirSync(d, { mode: 0o755 });
+    chmodSync(tmp, 0o711);
+    // the merged root takes the upper's owner: the sandboxes' root, as the base rootfs's
+    chownSync(diff, MAPPED_ROOT, MAPPED_ROOT);
+    try {
+      await mustExec("mount", ["-t", "overlay", "overlay", "-o", `lowerdir=${lowerdir(stack)},upperdir=${overlaySafe(diff)},workdir=${join(tmp, "work")}`, mnt]);
+      try {
+        await fn(mnt);
+      } finally {
+        await unmount(mnt);
+      }
+      // only the diff is kept: overlay's work dir and the mount point are scratch
+      rmSync(join(tmp, "work"), { recursive: true, force: true });
+      rmdirSync(mnt);
+      writeFileSync(join(tmp, "done"), new Date().toISOString());
+      const dest = join(this.root, key);
+      if (existsSync(dest)) {
+        // another build made the same layer meanwhile: keep theirs
+        await removeTree(tmp);
+        return join(dest, "diff");
+      }
+      renameSync(tmp, dest);
+      return join(dest, "diff");
+    } catch (err) {
+      await removeTree(tmp).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Removes half-made layers (left by a sandboxd that stopped mid-step). */
+  async sweep(): Promise<void> {
+    for (const name of readdirSync(this.root)) if (name.startsWith(".tmp-")) await removeTree(join(this.root, name)).catch(() => undefined);
+  }
+}
+
+/** Removes a directory tree, unmounting a mount point below it first; never crosses into a mount. */
+export async function removeTree(dir: string): Promise<void> {
+  if (isMounted(join(dir, "mnt"))) await unmount(join(dir, "mnt"));
+  const r = await execTool("rm", ["-rf", "--one-file-system", dir]);
+  if (r.code !== 0) throw new Error(`removing ${dir} failed: ${r.stderr.trim()}`);
+}
+
+/**
+ * Flattens a layer stack (bottom first, the bottom being a complete rootfs) into one directory
+ * at `out`: the read-only overlay of the stack copied with rsync, hard-linking every file that is
+ * unchanged from the bottom rootfs, so a template costs the disk of what its steps changed.
+ * A stack of only the bottom is the bottom itself (no copy).
+ */
+export async function flatten(stack: string[], out: string): Promise<string> {
+  if (stack.length === 1) return stack[0];
+  const tmp = `${out}.tmp-${randomBytes(4).toString("hex")}`;
+  const mnt = join(tmp, "mnt");
+  mkdirSync(mnt, { recursive: true, mode: 0o755 });
+  try {
+    await mustExec("mount", ["-t", "overlay", "overlay", "-o", `ro,lowerdir=${lowerdir(stack)}`, mnt]);
+    try {
+      const r = await execTool("rsync", ["-aHAX", "--numeric-ids", `--link-dest=${stack[0]}/`, `${mnt}/`, join(tmp, "rootfs") + "/"], { timeoutMs: 30 * 60_000 });
+      if (r.code !== 0) throw new Error(`rsync failed (exit ${r.code}): ${r.stderr.trim().slice(-1000)}`);
+    } finally {
+      await unmount(mnt);
+    }
+    renameSync(join(tmp, "rootfs"), out);
+    await removeTree(tmp);
+    return out;
+  } catch (err) {
+    await removeTree(tmp).catch(() => undefined);
+    throw err;
+  }
+}
