@@ -13,6 +13,7 @@ import { bodyError } from "./body.js";
 import { readChunks, writeAll } from "./io.js";
 import { isRoot, openAs, realpathAs, refusal, renameAs, statAs, unlinkAs, userParents } from "./user-fs.js";
 import type { UploadJournal } from "./journal.js";
+import { commitCount, committed, tracked, underPathLock } from "./path-commits.js";
 
 /** One file an upload writes. */
 export interface UploadTarget {
@@ -43,28 +44,8 @@ const IN_PLACE_ERRNOS = new Set(["EXDEV", "EPERM", "EINVAL", "EACCES", "EROFS", 
  * every lookup, create, rename and unlink is made as that user (user-fs.ts): the kernel decides
  * what the user may reach, links included. FIFOs, sockets and devices are refused.
  */
-export async function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
-  const track = commits.get(t.path) ?? { live: 0, count: 0 };
-  commits.set(t.path, track);
-  track.live++;
-  try {
-    await storeTracked(t, body);
-  } finally {
-    if (--track.live === 0) commits.delete(t.path);
-  }
-}
-
-/**
- * Uploads committed to each path that has uploads in flight: a failed upload removes the file it
- * created only if no other upload has committed to the path since (one that found the file and
- * rewrote it in place shares its inode, so the inode check alone would remove committed data).
- */
-const commits = new Map<string, { live: number; count: number }>();
-
-/** Counts a finished upload to `path` (see commits). */
-function committed(path: string): void {
-  const track = commits.get(path);
-  if (track) track.count++;
+export function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
+  return tracked(t.path, () => storeTracked(t, body));
 }
 
 async function storeTracked(t: UploadTarget, body: Readable): Promise<void> {
@@ -184,7 +165,7 @@ async function atomicTarget(t: UploadTarget, existing: Stats | undefined, retry:
 async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, created: boolean, existed = false, entry?: string): Promise<void> {
   let done = false;
   const mine = created ? await fh.stat() : undefined;
-  const since = commits.get(t.path)?.count ?? 0;
+  const since = commitCount(t.path);
   // The inode is journaled before the first byte, so the next start can tell this very file.
   if (mine) await t.journal?.update(entry, { created: { path: t.path, ino: mine.ino } });
   try {
@@ -200,7 +181,7 @@ async function writeDirect(t: UploadTarget, body: Readable, fh: FileHandle, crea
     if (!done && mine) {
       await underPathLock(t.path, async () => {
         const now = await statAs(t.user, t.path, false).catch(() => undefined);
-        const ours = now?.ino === mine.ino && now.dev === mine.dev && (commits.get(t.path)?.count ?? 0) === since;
+        const ours = now?.ino === mine.ino && now.dev === mine.dev && (commitCount(t.path)) === since;
         if (ours) await unlinkAs(t.user, t.path).catch(() => undefined);
       });
     }
@@ -246,24 +227,6 @@ async function copyOver(t: UploadTarget, from: FileHandle, size: number, real: s
     await writeMetadata(real, t.metadata, t.log);
   } finally {
     await out.close().catch(() => undefined);
-  }
-}
-
-const pathLocks = new Map<string, Promise<void>>();
-
-/** Runs `fn` alone among this daemon's uploads to `path` (short commit and cleanup steps only). */
-async function underPathLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
-  const prev = pathLocks.get(path) ?? Promise.resolve();
-  let release!: () => void;
-  const held = new Promise<void>((r) => (release = r));
-  const mine = prev.then(() => held);
-  pathLocks.set(path, mine);
-  await prev;
-  try {
-    return await fn();
-  } finally {
-    release();
-    if (pathLocks.get(path) === mine) pathLocks.delete(path);
   }
 }
 

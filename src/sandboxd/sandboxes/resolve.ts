@@ -39,3 +39,11 @@ export function resolveTemplate(store: Store, teamID: string, ref: string): Temp
   if (!tpl.rootfs) throw new ApiError(400, `template '${ref}' has no ready build yet (see its build status)`);
   return tpl;
 }
+
+/** GET /templates/aliases/{alias}: the template's ID for its own team; 404 unknown, 403 another team's. */
+export function templateAliasBody(store: Store, teamID: string, alias: string): { templateID: string; public: boolean } {
+  const tpl = store.templates.byAlias(alias.toLowerCase());
+  if (!tpl) throw new ApiError(404, `template '${alias}' not found`);
+  if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${alias}'`);
+  return { templateID: tpl.id, public: false };
+}

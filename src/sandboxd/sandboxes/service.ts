@@ -16,6 +16,8 @@ import { createSerializer } from "./serial.js";
 import { runStartCommand } from "./start-cmd.js";
 import { envdAccessToken, trafficAccessToken } from "./tokens.js";
 import { detailBody, listedBody, sandboxBody } from "./views.js";
+import { checkTimeoutFor, keptAliveUntil, withNetworkUpdate } from "./row-updates.js";
+import { templateAliasBody } from "./resolve.js";
 
 type Body = Record<string, unknown>;
 
@@ -86,21 +88,9 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     return row;
   };
 
-  const checkTimeout = (teamID: string, timeout: number) => {
-    if (timeout <= 0) throw new ApiError(400, "Timeout must be greater than 0");
-    const hours = maxLengthMs(teamID) / 3600_000;
-    if (timeout * 1000 > maxLengthMs(teamID)) throw new ApiError(400, `Timeout cannot be greater than ${hours} hours`);
-  };
-
-  /** E2B's KeepAliveFor: the new end is capped at the max length, and with allowShorter=false never earlier. */
-  const keepAlive = (row: SandboxRow, timeoutS: number, allowShorter: boolean) => {
-    const now = Date.now();
-    const maxEnd = Date.parse(row.startedAt) + maxLengthMs(row.teamID);
-    if (now >= maxEnd) throw new ApiError(400, "Max instance length exceeded");
-    const wanted = Math.min(now + timeoutS * 1000, maxEnd);
-    const end = allowShorter ? wanted : Math.max(Date.parse(row.endAt), wanted);
-    store.sandboxes.update({ ...row, endAt: new Date(end).toISOString() });
-  };
+  const checkTimeout = (teamID: string, timeout: number) => checkTimeoutFor(maxLengthMs(teamID), timeout);
+  const keepAlive = (row: SandboxRow, timeoutS: number, allowShorter: boolean) =>
+    store.sandboxes.update({ ...row, endAt: keptAliveUntil(row, maxLengthMs(row.teamID), timeoutS, allowShorter) });
 
   /** Calls envd's /init; `envVars` undefined (a resume) leaves envd's variables as the create set them. */
   const init = async (row: SandboxRow, tpl: Template | undefined, envVars: Record<string, string> | undefined, totalMs?: number) =>
@@ -282,11 +272,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
       track(serial(id, async () => {
         const row = owned(teamID, id);
         if (row.state !== "running") throw new ApiError(409, `Sandbox "${id}" is not running (it is ${row.state})`);
-        // A full replacement: the egress fields are what was sent, the others (public traffic,
-        // maskRequestHost) stay as created.
-        const { allowOut: _a, denyOut: _d, rules: _r, ...kept } = row.network;
-        const network = { ...kept, ...(update.allowOut ? { allowOut: update.allowOut } : {}), ...(update.denyOut ? { denyOut: update.denyOut } : {}), ...(update.rules ? { rules: update.rules } : {}) };
-        const next: SandboxRow = { ...row, network, allowInternetAccess: update.allowInternetAccess ?? true };
+        const next = withNetworkUpdate(row, update);
         try {
           await runtime.setEgress(id, policyOf(next));
         } catch (err) {
@@ -298,12 +284,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
         log.info({ sandboxID: id, allowOut: update.allowOut?.length ?? 0, denyOut: update.denyOut?.length ?? 0 }, "sandbox network rules replaced");
       })),
 
-    templateByAlias(teamID, alias) {
-      const tpl = store.templates.byAlias(alias.toLowerCase());
-      if (!tpl) throw new ApiError(404, `template '${alias}' not found`);
-      if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${alias}'`);
-      return { templateID: tpl.id, public: false };
-    },
+    templateByAlias: (teamID, alias) => templateAliasBody(store, teamID, alias),
 
     startEvictor(everyMs = 250) {
       if (evictor || closed) return;
