@@ -1,4 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { cachedBaseRootfs } from "../../src/sandboxd/images/base.js";
+import type { BenchContext } from "./types.js";
 
 /** Thrown when the daemon does not implement what a scenario needs; the scenario shows "not available". */
 export class NotAvailable extends Error {
@@ -26,5 +28,15 @@ export async function probe<T>(feature: string, fn: () => Promise<T>): Promise<T
   } catch (err) {
     if (isUnavailable(err)) throw new NotAvailable(`${feature} is not implemented by the daemon`);
     throw err;
+  }
+}
+
+/**
+ * The quick run is a smoke of the scenarios: a sandboxd scenario never waits minutes there for
+ * debootstrap to build the base rootfs (a full run, or the sandboxd tests, build it once).
+ */
+export function needCachedBase(ctx: BenchContext): void {
+  if (ctx.quick && !cachedBaseRootfs(process.env.SANDBOXD_CACHE_DIR ?? "/var/cache/sandboxd")) {
+    throw new NotAvailable("the base rootfs is not built on this machine yet (a full run or the sandboxd tests build it)");
   }
 }

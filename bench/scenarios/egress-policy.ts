@@ -3,13 +3,13 @@ import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import { startFakeInternet } from "../../test/sandboxd/helpers/fake-internet.js";
 import { NODE, ROOT, sandboxSkipReason, startSandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
-import { NotAvailable } from "../lib/available.js";
+import { needCachedBase, NotAvailable } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
 const ID = "11-egress-policy";
 const SANDBOX_CIDR = "10.12.222.0/24";
-const A1 = "198.51.100.225";
+const A1 = "198.51.100.209";
 
 /**
  * In a fresh Node with the published SDK: two sandboxes, one without rules and one allowing A1
@@ -90,10 +90,11 @@ export const egressPolicy: Scenario = {
   async run(ctx: BenchContext): Promise<Row[]> {
     const skip = sandboxSkipReason();
     if (skip) throw new NotAvailable(skip);
+    needCachedBase(ctx);
     const rounds = ctx.quick ? 2 : 7;
     const mib = ctx.quick ? 16 : 256;
     const net = await startFakeInternet({
-      tag: `b${process.pid % 10000}`, sandboxCidr: SANDBOX_CIDR, link: "10.12.228.0/30", nets: ["198.51.100.224/28", "203.0.113.224/28"],
+      tag: `b${process.pid % 10000}`, sandboxCidr: SANDBOX_CIDR, link: "10.12.228.0/30", nets: ["198.51.100.208/28", "203.0.113.208/28"],
       zone: { "example.com": A1 }, tlsNames: ["example.com"],
     });
     let s;

@@ -4,10 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
 import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
-import { cachedBaseRootfs } from "../../src/sandboxd/images/base.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
 import { NODE, ROOT, sandboxSkipReason, startSandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
-import { NotAvailable } from "../lib/available.js";
+import { needCachedBase, NotAvailable } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
 import { percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -115,10 +114,7 @@ export const sandboxCreate: Scenario = {
   async run(ctx: BenchContext): Promise<Row[]> {
     const skip = sandboxSkipReason();
     if (skip) throw new NotAvailable(skip);
-    // The quick run is a smoke of the scenarios: it never waits minutes for debootstrap.
-    if (ctx.quick && !cachedBaseRootfs(process.env.SANDBOXD_CACHE_DIR ?? "/var/cache/sandboxd")) {
-      throw new NotAvailable("the base rootfs is not built on this machine yet (a full run or the sandboxd tests build it)");
-    }
+    needCachedBase(ctx);
     const rounds = ctx.quick ? 3 : 50;
     const idle = ctx.quick ? 3 : 50;
     const s = await startSandboxd();

@@ -9,7 +9,7 @@ import { api } from "../../test/sandboxd/helpers/api-client.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
 import { sandboxSkipReason, startSandboxd, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { runSdk, waitForBuild } from "../../test/sandboxd/helpers/templates.js";
-import { NotAvailable } from "../lib/available.js";
+import { needCachedBase, NotAvailable } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
 import { percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -70,6 +70,7 @@ export const templateBuild: Scenario = {
   async run(ctx: BenchContext): Promise<Row[]> {
     const skip = sandboxSkipReason();
     if (skip) throw new NotAvailable(skip);
+    needCachedBase(ctx);
     const rounds = ctx.quick ? 1 : 5;
     const s = await startSandboxd({ args: ["--network-cidr", "10.12.213.0/24"] });
     const ca = readFileSync(s.caFile);
