@@ -1,9 +1,10 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { api } from "./helpers/api-client.js";
-import { NODE, ROOT, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { runSdk } from "./helpers/sdk-run.js";
 
 const RUNC = spawnSync("runc", ["--version"]).status === 0;
 
@@ -17,31 +18,6 @@ const HOST_ECHO_PY = [
   "h.HTTPServer(('0.0.0.0', 8001), H).serve_forever()",
   "",
 ].join("\n");
-
-/** Runs a module script with the published SDK in a fresh Node given only what `serve` printed (non-debug mode). */
-function runSdk(s: Sandboxd, script: string): Promise<any> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE, ["--input-type=module", "-e", script], {
-      cwd: ROOT,
-      env: { ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "", E2B_ACCESS_TOKEN: "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout.on("data", (c: Buffer) => (out += c));
-    child.stderr.on("data", (c: Buffer) => (out += c));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 150_000);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      const last = out.trim().split("\n").pop() ?? "";
-      if (code !== 0) return reject(new Error(`SDK script exited ${code}:\n${out}`));
-      try {
-        resolve(JSON.parse(last));
-      } catch {
-        reject(new Error(`SDK script printed no JSON:\n${out}`));
-      }
-    });
-  });
-}
 
 describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false : "runc is not installed" }, () => {
   let s: Sandboxd;

@@ -5,14 +5,15 @@
 // through the uplink; the suite ends by asserting both are 0.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFileSync, mkdirSync, readFileSync, realpathSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { basename, join, resolve } from "node:path";
 import { api } from "./helpers/api-client.js";
 import { startFakeInternet, type FakeInternet } from "./helpers/fake-internet.js";
-import { NODE, ROOT, sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { runSdk as runSdkIn } from "./helpers/sdk-run.js";
 
 const SANDBOX_CIDR = "10.12.220.0/24";
 const LINK = "10.12.229.0/30";
@@ -36,28 +37,9 @@ const PROBE_JS = `
   };
 `;
 
-/** Runs a module script with the published SDK (non-debug mode, only what `serve` printed); resolves its last JSON line. */
+/** The SDK with the probe helpers, given more time (flows under test may be refused slowly). */
 function runSdk(s: Sandboxd, script: string): Promise<any> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE, ["--input-type=module", "-e", `import { Sandbox, ALL_TRAFFIC } from "e2b";\n${PROBE_JS}\n${script}`], {
-      cwd: ROOT,
-      env: { ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "", E2B_ACCESS_TOKEN: "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout.on("data", (c: Buffer) => (out += c));
-    child.stderr.on("data", (c: Buffer) => (out += c));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 240_000);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      if (code !== 0) return reject(new Error(`SDK script exited ${code}:\n${out}`));
-      try {
-        resolve(JSON.parse(out.trim().split("\n").pop() ?? ""));
-      } catch {
-        reject(new Error(`SDK script printed no JSON:\n${out}`));
-      }
-    });
-  });
+  return runSdkIn(s, script, { prelude: `import { Sandbox, ALL_TRAFFIC } from "e2b";\n${PROBE_JS}`, timeoutMs: 240_000 });
 }
 
 /** What a probe should find: each target open or closed. */

@@ -104,7 +104,7 @@ describe("teams and API keys: the CLI on a running sandboxd's store, isolation, 
       import { Sandbox } from "e2b";
       const e = await Sandbox.create({ timeoutMs: 60_000 }).then(() => undefined, (e) => e);
       console.log(JSON.stringify({ name: e?.name, message: e?.message }));
-    `, { E2B_API_KEY: blueKey });
+    `, { env: { E2B_API_KEY: blueKey } });
     assert.equal(sdk.name, "RateLimitError");
     assert.match(sdk.message, /maximum number of concurrent E2B sandboxes \(1\)/);
 

@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process";
 import { api, type ApiAnswer } from "./api-client.js";
-import { NODE, ROOT, type Sandboxd } from "./sandboxd.js";
+import { ROOT, type Sandboxd } from "./sandboxd.js";
+import { runSdk as runSdkIn } from "./sdk-run.js";
 
 /** A build's status answer. */
 export interface BuildStatus {
@@ -29,27 +29,7 @@ export async function waitForBuild(s: Sandboxd, ca: Buffer, templateID: string, 
   }
 }
 
-/** Runs a module script with the published SDK in a fresh Node given only what `serve` printed; resolves with its last line as JSON. */
+/** runSdk with a working directory (COPY sources) and a build's longer time limit. */
 export function runSdk(s: Sandboxd, script: string, cwd = ROOT, timeoutMs = 540_000): Promise<any> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE, ["--input-type=module", "-e", script], {
-      cwd,
-      env: { ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "", E2B_ACCESS_TOKEN: "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout.on("data", (c: Buffer) => (out += c));
-    child.stderr.on("data", (c: Buffer) => (out += c));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      const last = out.trim().split("\n").pop() ?? "";
-      if (code !== 0) return reject(new Error(`SDK script exited ${code}:\n${out}`));
-      try {
-        resolve(JSON.parse(last));
-      } catch {
-        reject(new Error(`SDK script printed no JSON:\n${out}`));
-      }
-    });
-  });
+  return runSdkIn(s, script, { cwd, timeoutMs });
 }
