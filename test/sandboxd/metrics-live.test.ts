@@ -51,6 +51,8 @@ describe("metrics with real sandboxes: team series, envd polling, Prometheus tex
       assert.ok(item.cpuCount >= 1);
       assert.ok(item.cpuUsedPct >= 0 && item.cpuUsedPct <= 100);
       assert.ok(item.memTotal > 0 && item.memUsed > 0 && item.memUsed <= item.memTotal);
+      // the sandbox's own limit (base: 512 MiB), not the machine's memory
+      assert.equal(item.memTotal, 512 * 2 ** 20);
       assert.ok(item.memCache >= 0);
       assert.ok(item.diskTotal > 0 && item.diskUsed > 0 && item.diskUsed <= item.diskTotal);
       assert.ok(!Number.isNaN(Date.parse(item.timestamp)));

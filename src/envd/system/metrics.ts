@@ -1,5 +1,6 @@
 import { readFile, statfs } from "node:fs/promises";
 import { availableParallelism } from "node:os";
+import { readCgroup } from "./cgroup-limits.js";
 
 /** The /metrics body, with the reference's field names and meanings. */
 export interface Metrics {
@@ -40,33 +41,54 @@ export function parseMeminfo(text: string): Map<string, number> {
   return out;
 }
 
-/** Samples host metrics from /proc and statfs, keeping the previous CPU sample for the next delta. */
+/**
+ * Samples metrics from /proc and statfs, keeping the previous CPU sample for the next delta. In
+ * a container whose cgroup sets limits below the machine's (a sandboxd sandbox), memory and CPU
+ * are the cgroup's: its memory limit is the total, its CPU quota the CPU count, and CPU use is
+ * its own CPU time over that quota.
+ */
 export class MetricsSampler {
   private prev: CpuSample | undefined;
+  private prevCgroup: { usageNs: number; at: bigint } | undefined;
 
-  constructor(private readonly diskPath = "/") {}
+  constructor(
+    private readonly diskPath = "/",
+    private readonly cgroupRoot = "/sys/fs/cgroup",
+  ) {}
 
   /** Takes the start-up CPU sample so the first /metrics has a window to compare with. */
   async prime(): Promise<void> {
     this.prev = parseCpu(await readFile("/proc/stat", "utf8"));
+    const cg = await readCgroup(this.cgroupRoot);
+    if (cg.cpuUsageNs !== undefined) this.prevCgroup = { usageNs: cg.cpuUsageNs, at: process.hrtime.bigint() };
   }
 
   /** One /metrics answer; CPU % covers the time since the previous call. */
   async sample(): Promise<Metrics> {
-    const [stat, meminfo, fs] = await Promise.all([readFile("/proc/stat", "utf8"), readFile("/proc/meminfo", "utf8"), statfs(this.diskPath)]);
+    const [stat, meminfo, fs, cg] = await Promise.all([readFile("/proc/stat", "utf8"), readFile("/proc/meminfo", "utf8"), statfs(this.diskPath), readCgroup(this.cgroupRoot)]);
     const cpu = parseCpu(stat);
     const prev = this.prev ?? cpu;
     this.prev = cpu;
     const dt = cpu.total - prev.total;
-    const pct = dt > 0 ? Math.min(100, Math.max(0, ((cpu.busy - prev.busy) / dt) * 100)) : 0;
+    let pct = dt > 0 ? Math.min(100, Math.max(0, ((cpu.busy - prev.busy) / dt) * 100)) : 0;
+    let cpuCount = availableParallelism();
+    if (cg.cpus !== undefined && cg.cpus < cpuCount) {
+      cpuCount = Math.max(1, Math.ceil(cg.cpus));
+      pct = this.cgroupCpuPct(cg.cpuUsageNs, cg.cpus) ?? pct;
+    }
     const mem = parseMeminfo(meminfo);
     const get = (k: string) => mem.get(k) ?? 0;
-    const cache = get("Cached") + get("SReclaimable");
-    const total = get("MemTotal");
-    const used = total - get("MemFree") - get("Buffers") - cache;
+    let cache = get("Cached") + get("SReclaimable");
+    let total = get("MemTotal");
+    let used = total - get("MemFree") - get("Buffers") - cache;
+    if (cg.memLimit !== undefined && cg.memLimit < total && cg.memUsage !== undefined) {
+      total = cg.memLimit;
+      cache = Math.min(cg.memCache ?? 0, cg.memUsage);
+      used = Math.max(0, cg.memUsage - cache);
+    }
     return {
       ts: Math.floor(Date.now() / 1000),
-      cpu_count: availableParallelism(),
+      cpu_count: cpuCount,
       cpu_used_pct: pct > 0 ? Math.round(pct * 100) / 100 : 0,
       mem_total: total,
       mem_used: used,
@@ -76,5 +98,16 @@ export class MetricsSampler {
       disk_total: fs.blocks * fs.bsize,
       disk_used: (fs.blocks - fs.bavail) * fs.bsize,
     };
+  }
+
+  /** The cgroup's CPU time since the last sample over its quota's worth of wall time, in %. */
+  private cgroupCpuPct(usageNs: number | undefined, cpus: number): number | undefined {
+    if (usageNs === undefined) return undefined;
+    const at = process.hrtime.bigint();
+    const prev = this.prevCgroup;
+    this.prevCgroup = { usageNs, at };
+    if (!prev || at <= prev.at) return undefined;
+    const pct = ((usageNs - prev.usageNs) / (Number(at - prev.at) * cpus)) * 100;
+    return Math.min(100, Math.max(0, Math.round(pct * 100) / 100));
   }
 }
