@@ -27,13 +27,16 @@ function headersOf(s: Sandboxd, ca: Buffer, path: string): Promise<Record<string
   });
 }
 
-/** Polls a page expression every 250 ms until it is truthy; fails after `ms`. */
-async function until(page: Page, what: string, expression: string, ms = 30_000): Promise<unknown> {
+/** Polls a page expression every 250 ms until it is truthy; fails after `ms`, saying where the page is. */
+async function until(page: Page, what: string, expression: string, ms = 60_000): Promise<unknown> {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await page.eval(expression);
     if (v) return v;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what} (console: ${page.console.join(" | ")})`);
+    if (Date.now() > deadline) {
+      const where = await page.eval(`location.href + " " + document.readyState`).catch((e: Error) => e.message);
+      assert.fail(`timed out waiting for ${what} at ${String(where)} (requests: ${page.requests.slice(-10).join(" ")}; console: ${page.console.join(" | ")})`);
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
 }
