@@ -23,8 +23,23 @@ export const session = {
 };
 
 /** Calls `/api<path>` with the key; resolves with the JSON body (undefined for 204). */
+/**
+ * fetch, made again (up to twice, 300 ms apart) when it fails without an answer: browsers abort
+ * requests in flight when the machine's network changes. Reads only: a kill is sent once.
+ */
+async function fetchRetrying(url: string, init: RequestInit): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fetch(url, init);
+    } catch (err) {
+      if (init.method !== "GET" || attempt >= 3) throw err;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+}
+
 export async function call<T>(method: string, path: string, key = session.key()): Promise<T> {
-  const res = await fetch(`/api${path}`, { method, headers: { "x-api-key": key ?? "" }, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+  const res = await fetchRetrying(`/api${path}`, { method, headers: { "x-api-key": key ?? "" }, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
   const text = await res.text();
   let body: unknown;
   try {
@@ -67,6 +82,8 @@ export interface TemplateInfo {
   diskSizeMB: number;
   spawnCount: number;
   updatedAt: string;
+  /** Status of the template's newest build. */
+  buildStatus: string;
 }
 export interface TeamMetric {
   timestampUnix: number;

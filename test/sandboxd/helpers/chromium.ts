@@ -105,14 +105,20 @@ async function connect(url: string, cleanup: () => Promise<void>): Promise<Page>
     });
   const requests: string[] = [];
   const consoleLines: string[] = [];
+  let networkChanged = 0;
   events.push((method, params) => {
     if (method === "Network.requestWillBeSent") requests.push(params.request.url);
     if (method === "Runtime.consoleAPICalled") consoleLines.push(`${params.type}: ${params.args.map((a: any) => a.value ?? a.description).join(" ")}`);
     if (method === "Runtime.exceptionThrown") consoleLines.push(`exception: ${params.exceptionDetails.exception?.description ?? params.exceptionDetails.text}`);
+    // the browser's own messages: a blocked script, a failed load
+    if (method === "Log.entryAdded") consoleLines.push(`${params.entry.level}: ${params.entry.text}`);
+    if (method === "Network.loadingFailed") consoleLines.push(`failed: ${params.errorText}${params.blockedReason ? ` (${params.blockedReason})` : ""}`);
+    if (method === "Network.loadingFailed" && params.errorText === "net::ERR_NETWORK_CHANGED") networkChanged++;
   });
   await send("Page.enable");
   await send("Runtime.enable");
   await send("Network.enable");
+  await send("Log.enable");
   return {
     requests,
     console: consoleLines,
@@ -122,16 +128,26 @@ async function connect(url: string, cleanup: () => Promise<void>): Promise<Page>
       return r.result.value as T;
     },
     async navigate(url: string) {
-      const r = await send("Page.navigate", { url });
-      if (r.errorText) throw new Error(`navigation to ${url} failed: ${r.errorText}`);
-      // Loaded means this URL's document, complete (a load event may still be about:blank's).
-      const deadline = Date.now() + 30_000;
-      const check = JSON.stringify(url);
-      for (;;) {
-        const done = await send("Runtime.evaluate", { expression: `location.href === ${check} && document.readyState === "complete"`, returnByValue: true });
-        if (done.result?.value === true) return;
-        if (Date.now() > deadline) throw new Error(`${url} did not finish loading`);
-        await new Promise((res) => setTimeout(res, 100));
+      // Chromium aborts loads in flight with ERR_NETWORK_CHANGED when the machine's addresses
+      // change, which other tests' sandboxes (veths) do all the time: such a load is made again.
+      for (let attempt = 1; ; attempt++) {
+        const before = networkChanged;
+        const r = await send("Page.navigate", { url });
+        if (r.errorText === "net::ERR_NETWORK_CHANGED" && attempt < 5) {
+          await new Promise((res) => setTimeout(res, 200));
+          continue;
+        }
+        if (r.errorText) throw new Error(`navigation to ${url} failed: ${r.errorText}`);
+        // Loaded means this URL's document, complete (a load event may still be about:blank's).
+        const deadline = Date.now() + 30_000;
+        const check = JSON.stringify(url);
+        for (;;) {
+          const done = await send("Runtime.evaluate", { expression: `location.href === ${check} && document.readyState === "complete"`, returnByValue: true });
+          if (done.result?.value === true) break;
+          if (Date.now() > deadline) throw new Error(`${url} did not finish loading`);
+          await new Promise((res) => setTimeout(res, 100));
+        }
+        if (networkChanged === before || attempt >= 5) return;
       }
     },
     async screenshot() {
