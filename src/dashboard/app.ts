@@ -1,6 +1,7 @@
-import { ApiFailure, call, session, type Listed, type SandboxMetric, type Team, type TeamMetric, type TemplateInfo } from "./api.js";
+import { ApiFailure, call, session, type Listed, type SandboxMetric, type Team, type TeamMetric } from "./api.js";
 import { seriesChart, type SeriesChart } from "./charts.js";
 import { sparkline } from "./sparkline.js";
+import { refreshTemplates } from "./templates.js";
 
 /**
  * The dashboard page: sign in with an API key, then the team's running and paused sandboxes
@@ -101,17 +102,6 @@ async function refreshSandboxes(): Promise<void> {
   });
   body.replaceChildren(...rows);
   $("no-sandboxes").hidden = rows.length > 0;
-}
-
-async function refreshTemplates(): Promise<void> {
-  const list = await call<TemplateInfo[]>("GET", "/templates");
-  $("templates").querySelector("tbody")!.replaceChildren(
-    ...list.map((t) => {
-      const tr = document.createElement("tr");
-      tr.append(cell(t.aliases.join(", ")), cell(t.templateID, "mono"), cell(String(t.cpuCount)), cell(String(t.memoryMB)), cell(String(t.diskSizeMB)), cell(String(t.spawnCount)), cell(t.updatedAt));
-      return tr;
-    }),
-  );
 }
 
 async function refreshCharts(): Promise<void> {

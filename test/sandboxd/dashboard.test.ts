@@ -34,7 +34,9 @@ async function until(page: Page, what: string, expression: string, ms = 60_000):
     const v = await page.eval(expression);
     if (v) return v;
     if (Date.now() > deadline) {
-      const where = await page.eval(`location.href + " " + document.readyState`).catch((e: Error) => e.message);
+      const where = await page
+        .eval(`location.href + " " + document.readyState + " " + JSON.stringify(performance.getEntriesByType("resource").map((r) => [r.name.split("/").pop(), r.responseStatus, Math.round(r.duration)]))`)
+        .catch((e: Error) => e.message);
       assert.fail(`timed out waiting for ${what} at ${String(where)} (requests: ${page.requests.slice(-10).join(" ")}; console: ${page.console.join(" | ")})`);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -116,7 +118,12 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     assert.equal(await page.eval(`document.querySelectorAll("#sandboxes img").length`), 0);
     assert.equal(await page.eval(`document.body.dataset.pwned ?? "no"`), "no");
     assert.match(String(await page.eval(`document.getElementById("team").textContent`)), /team default \(default\)/);
-    assert.match(String(await page.eval(`[...document.querySelectorAll("#templates tbody td")].map((c) => c.textContent).join(" ")`)), /^base [a-z0-9]{20} 2 /);
+    assert.match(String(await page.eval(`[...document.querySelectorAll("#templates tbody td")].map((c) => c.textContent).join(" ")`)), /^base [a-z0-9]{20} ready 2 /);
+    // The build log on demand: base is built in, so it has no API builds to show.
+    assert.equal(await shown("build-log"), false);
+    await page.eval(`document.querySelector("#templates tbody button.logs").click()`);
+    await until(page, "the build log", `document.querySelector("#build-log pre").textContent.includes("no builds")`);
+    assert.equal(await shown("build-log"), true);
 
     // The charts draw once the sampler has a bucket with the sandbox in it, and CPU/memory once envd was polled.
     await until(page, "chart points", `Number(document.body.dataset.chartPoints) > 0`, 40_000);

@@ -139,6 +139,12 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
     const listed = (await api(s, ca, "GET", "/templates")).json.find((t: { templateID: string }) => t.templateID === failing.json.templateID);
     assert.equal(listed.buildStatus, "error");
     assert.equal(listed.buildID, "");
+    // GET /templates/{id or alias}: the template with its builds, the failed one included
+    const one = await api(s, ca, "GET", "/templates/tpl-fails");
+    assert.equal(one.status, 200, one.body);
+    assert.equal(one.json.templateID, failing.json.templateID);
+    assert.deepEqual(one.json.builds.map((b: { buildID: string; status: string }) => [b.buildID, b.status]), [[failing.json.buildID, "error"]]);
+    assert.equal((await api(s, ca, "GET", "/templates/no-such-template")).status, 404);
     const create = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "tpl-fails" } });
     assert.equal(create.status, 400);
     assert.match(create.json.message, /no ready build/);

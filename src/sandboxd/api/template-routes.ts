@@ -83,6 +83,7 @@ export const TEMPLATE_ROUTES: Route[] = [
       sendJson(c.res, 200, {});
     },
   },
+  { method: "GET", path: new RegExp(`^/templates/${SEG}$`), param: "raw", handle: (c) => sendJson(c.res, 200, c.templates.get(c.teamID, templateParam(c.params[0]))) },
   { method: "GET", path: new RegExp(`^/templates/${SEG}/tags$`), param: "raw", handle: (c) => sendJson(c.res, 200, c.templates.tags(c.teamID, templateParam(c.params[0]))) },
   {
     method: "DELETE",

@@ -16,7 +16,7 @@ import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
 import { parseBuildStart, type BuildSpec } from "./steps.js";
 import { resources } from "./resources.js";
-import { legacyView, logLine, logView, templateView } from "./views.js";
+import { legacyView, logLine, logView, templateView, templateWithBuildsView } from "./views.js";
 
 type Body = Record<string, unknown>;
 
@@ -113,6 +113,9 @@ export function createTemplateService(o: TemplateServiceOptions) {
 
   return {
     list: (teamID: string): Body[] => store.templates.listByTeam(teamID).map((t) => templateView(store, t)),
+
+    /** GET /templates/{id}: the template with its builds (404 unknown, 403 another team's). */
+    get: (teamID: string, ref: string): Body => templateWithBuildsView(store, owned(teamID, ref)),
 
     /** v1 POST /templates: a Dockerfile, built here at once (there is no image to push). */
     createV1(teamID: string, body: unknown): Body {

@@ -54,3 +54,19 @@ export const logView = (e: BuildLogEntry): Body => ({ timestamp: e.timestamp, le
 
 /** The legacy plain-text form of a log entry (`logs[]`). */
 export const logLine = (e: BuildLogEntry): string => `[${e.timestamp}] ${e.level}: ${e.message}`;
+
+/**
+ * E2B's `TemplateWithBuilds` (GET /templates/{id}): the template and its builds, newest first,
+ * whatever their status (so a failed build's logs can be found).
+ */
+export function templateWithBuildsView(store: Store, t: Template): Body {
+  const { buildID: _b, buildStatus: _s, cpuCount: _c, memoryMB: _m, diskSizeMB: _d, buildCount: _n, envdVersion: _e, createdBy: _by, ...rest } = templateView(store, t);
+  const builds = store.builds.listByTemplate(t.id).reverse();
+  return {
+    ...rest,
+    builds: builds.map((b) => ({
+      buildID: b.id, status: b.status, createdAt: b.createdAt, updatedAt: b.updatedAt, ...(b.finishedAt ? { finishedAt: b.finishedAt } : {}),
+      cpuCount: b.cpuCount, memoryMB: b.memoryMB, diskSizeMB: t.diskSizeMB, ...(b.envdVersion ? { envdVersion: b.envdVersion } : {}),
+    })),
+  };
+}
