@@ -1,32 +1,17 @@
-import { pino, type Logger } from "pino";
+import { createJsonLogger, type Logger } from "../common/log.js";
 
 export type { Logger };
 
-/** Log lines waiting for a stuck stderr beyond this are dropped rather than held in memory. */
-const MAX_BUFFERED_LOG_BYTES = 16 * 1024 * 1024;
-
 /**
- * JSON-lines logger on stderr (stdout carries only the lines a user copies into their shell).
- * Callers never pass API keys, access tokens, traffic tokens or request bodies. Writes are
- * asynchronous and flushed synchronously at exit.
+ * sandboxd's logger: JSON lines on stderr (stdout carries only the lines a user copies into their
+ * shell). Callers never pass API keys, access tokens, traffic tokens or request bodies; the
+ * usual key and token fields are removed if one slips through.
  */
 export function createLogger(level: string): Logger {
-  const dest = pino.destination({ dest: 2, sync: false, maxLength: MAX_BUFFERED_LOG_BYTES });
-  process.once("exit", () => {
-    try {
-      dest.flushSync();
-    } catch {
-      // stderr is gone or a write is still in flight: nothing more can be saved
-    }
+  return createJsonLogger({
+    level,
+    fd: 2,
+    name: "sandboxd",
+    redact: ["apiKey", "token", "*.apiKey", "*.token", "headers.authorization", 'headers["x-api-key"]'],
   });
-  return pino(
-    {
-      level,
-      base: { logger: "sandboxd" },
-      timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: ["apiKey", "token", "*.apiKey", "*.token", "headers.authorization", "headers[\"x-api-key\"]"], remove: true },
-    },
-    dest,
-  );
 }
