@@ -5,7 +5,7 @@ import { chunkedDataEvent, endEvent, eventSize, type OutputKind } from "./events
 import { endFields, type EndFields, type ExitInfo } from "./exit-status.js";
 import { signalTree } from "./tree.js";
 import type { ChildIo } from "./child-io.js";
-import { OUTPUT_LIMITS } from "./limits.js";
+import { OUTPUT_LIMITS, tooFarBehind } from "./limits.js";
 import type { Lease } from "./read-slabs.js";
 
 /** After the main process exits, how long output may still flow before the end event is sent anyway. */
@@ -295,12 +295,4 @@ export class ProcessHandle {
 
 function internal(message: string, cause?: unknown): ConnectError {
   return new ConnectError(message, Code.Internal, undefined, undefined, cause);
-}
-
-function tooFarBehind(): ConnectError {
-  const mib = OUTPUT_LIMITS.maxBytes / (1024 * 1024);
-  return new ConnectError(
-    `subscriber fell too far behind the process output (more than ${mib} MiB queued); output was dropped for this stream only, reconnect to continue`,
-    Code.ResourceExhausted,
-  );
 }

@@ -1,3 +1,4 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { BroadcastLimits } from "./broadcast.js";
 
 const KiB = 1024;
@@ -5,6 +6,14 @@ const MiB = 1024 * KiB;
 
 /** Per-subscriber output queue: cut beyond 16 MiB; "full" from 2 MiB until it drains below 512 KiB. */
 export const OUTPUT_LIMITS: BroadcastLimits = { maxBytes: 16 * MiB, highWater: 2 * MiB, lowWater: 512 * KiB };
+
+/** The error a subscriber gets when it falls past OUTPUT_LIMITS.maxBytes behind. */
+export function tooFarBehind(): ConnectError {
+  return new ConnectError(
+    `subscriber fell too far behind the process output (more than ${OUTPUT_LIMITS.maxBytes / MiB} MiB queued); output was dropped for this stream only, reconnect to continue`,
+    Code.ResourceExhausted,
+  );
+}
 
 /**
  * Largest single output event from a pipe. The reference sends ≤ 32 KiB per event; clients

@@ -18,6 +18,7 @@ import { envdAccessToken, trafficAccessToken } from "./tokens.js";
 import { detailBody, listedBody, sandboxBody } from "./views.js";
 import { checkTimeoutFor, keptAliveUntil, withNetworkUpdate } from "./row-updates.js";
 import { templateAliasBody } from "./resolve.js";
+import { evictExpired } from "./evict.js";
 
 type Body = Record<string, unknown>;
 
@@ -182,19 +183,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     store.sandboxes.delete(row.id);
   };
 
-  const evict = async () => {
-    const now = Date.now();
-    for (const row of store.sandboxes.all()) {
-      if (row.state !== "running" || Date.parse(row.endAt) > now) continue;
-      await serial(row.id, async () => {
-        const cur = store.sandboxes.get(row.id);
-        if (!cur || cur.state !== "running" || Date.parse(cur.endAt) > Date.now()) return;
-        if (cur.autoPause) await pauseRow(cur);
-        else await killRow(cur);
-        log.info({ sandboxID: cur.id, action: cur.autoPause ? "paused" : "killed" }, "sandbox timed out");
-      }).catch((err: Error) => log.error({ sandboxID: row.id, err: err.message }, "evicting a sandbox failed"));
-    }
-  };
+  const evict = () => evictExpired({ store, serial, log, pause: pauseRow, kill: killRow });
 
   return {
     index,
