@@ -142,7 +142,7 @@ function fstatP(fd: number): Promise<Stats> {
 }
 
 /**
- * Creates the missing directories of `dir` (mode 0755) as the user, owned by the user. Root
+ * Creates the missing directories of `dir` (mode 0755) as the user, so they are the user's own. Root
  * creates none here (ensureDirs does, as always); a failure names the directory it stopped at.
  */
 export async function mkdirsAs(user: User, dir: string): Promise<void> {

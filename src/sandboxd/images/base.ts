@@ -81,7 +81,7 @@ export function cachedBaseRootfs(cacheDir: string): string | undefined {
 
 /**
  * Returns the read-only root filesystem of template `base` (Debian bookworm minbase with E2B's
- * base tools and user `user`), owned by the sandboxes' mapped id range. Built once per machine
+ * base tools and user `user`), its files belonging to the sandboxes' mapped id range. Built once per machine
  * and recipe by debootstrap, atomically (temp dir + rename) under a lock file, so concurrent
  * callers wait for one build instead of racing.
  */

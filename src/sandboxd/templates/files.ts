@@ -75,7 +75,7 @@ export class TemplateFiles {
     }
   }
 
-  /** The unpacked files of a hash (unpacked on first use, owned by the sandboxes' root), or undefined. */
+  /** The unpacked files of a hash (unpacked on first use, belonging to the sandboxes' root), or undefined. */
   async unpacked(teamID: string, hash: string): Promise<string | undefined> {
     const tar = this.tar(teamID, hash);
     if (!existsSync(tar)) return undefined;
