@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
 import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
+import { removeCgroup } from "../../src/sandboxd/runtime/cgroups.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
 import { NODE, ROOT, sandboxSkipReason, startSandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { needCachedBase, NotAvailable } from "../lib/available.js";
@@ -88,15 +89,8 @@ async function bareRunc(rounds: number): Promise<number[]> {
     return ms;
   } finally {
     await unmount(join(dir, "rootfs")).catch(() => undefined);
-    for (const c of readFileSync("/proc/self/cgroup", "utf8").split("\n").map((l) => l.split(":")[1]).filter(Boolean)) {
-      for (const ctl of c.split(",")) {
-        try {
-          rmSync(join("/sys/fs/cgroup", ctl.replace(/^name=/, ""), cgroup, "bare"), { recursive: false });
-        } catch {
-          // not made under this controller
-        }
-      }
-    }
+    removeCgroup(`${cgroup}/bare`);
+    removeCgroup(cgroup);
     rmSync(dir, { recursive: true, force: true });
   }
 }
