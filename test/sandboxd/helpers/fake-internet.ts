@@ -81,6 +81,8 @@ export interface FakeInternet {
   udpCount(): Promise<number>;
   /** Packets counted by the guard: forwarded from the sandboxes' range other than into the fake Internet, or to the fake hosts out of the uplink. */
   leaks(): number;
+  /** Of those, the packets that left through the uplink (off this machine). */
+  uplinkLeaks(): number;
   /** Packets from the sandboxes' range forwarded into the fake Internet (the guard's own check that it sees them). */
   forwarded(): number;
   /** The uplink the guard watches (the host's default route's interface). */
@@ -153,8 +155,8 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
   }
   chain postrouting {
     type filter hook postrouting priority -10; policy accept;
-    oifname "${uplink}" ip daddr { ${p.nets.join(", ")} } counter
-    oifname "${uplink}" ip saddr ${p.sandboxCidr} counter
+    oifname "${uplink}" ip daddr { ${p.nets.join(", ")} } counter comment "uplink"
+    oifname "${uplink}" ip saddr ${p.sandboxCidr} counter comment "uplink"
   }
 }
 `);
@@ -180,6 +182,10 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
       const out = sh("nft", ["list", "table", "inet", guard]);
       const lines = out.split("\n").filter((l) => !l.includes('comment "into"'));
       return lines.reduce((s, l) => s + Number(/counter packets (\d+)/.exec(l)?.[1] ?? 0), 0);
+    },
+    uplinkLeaks() {
+      const out = sh("nft", ["list", "table", "inet", guard]);
+      return [...out.matchAll(/counter packets (\d+) bytes \d+ comment "uplink"/g)].reduce((n, m) => n + Number(m[1]), 0);
     },
     forwarded() {
       const out = sh("nft", ["list", "table", "inet", guard]);
