@@ -108,7 +108,10 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     const templateID = registerBaseTemplate(store, { rootfs, envdVersion: ENVD_COMPATIBLE_VERSION });
     log.info({ templateID, rootfs }, "base template ready");
     state = { ready: false, reason: "finding the sandboxes of the last run" };
-    service = createSandboxService({ store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID) });
+    service = createSandboxService({
+      store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID,
+    });
+    metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();
     templates = createTemplateService({
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
@@ -118,7 +121,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     if (closing) return;
     index = service.index;
     api = createApiHandler({ store, sandboxes: service, templates, log, metrics });
-    service.startEvictor();
+    service.startBackground();
     metrics.start();
     state = { ready: true };
     log.info("ready: sandboxes can be made");

@@ -21,6 +21,8 @@ export interface Config {
   cacheDir: string;
   /** How long team and sandbox metrics are kept, days. */
   metricsRetentionDays: number;
+  /** Started sandboxes kept ready per warm template, claimed by creates (0: off). */
+  warmPool: number;
   /** DNS server ("ADDR[:PORT]") sandboxd's resolver and egress proxy look names up with; undefined: the host's. */
   dnsUpstream: string | undefined;
 }
@@ -44,6 +46,7 @@ const options: Record<string, Option> = {
   "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "the only interface sandbox traffic is forwarded and NATed out of; auto: the default route's; none: no way out", def: "auto" },
   "dns-upstream": { env: "SANDBOXD_DNS_UPSTREAM", help: "DNS server ADDR[:PORT] that sandboxes' resolver and the egress proxy ask (default: the host's resolver)", def: "" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
+  "warm-pool": { env: "SANDBOXD_WARM_POOL", help: "started sandboxes kept ready per warm template (the default one, and others for 10 min after use) for creates to claim; 0: off", def: "2" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
@@ -139,6 +142,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     for (const dir of ["data-dir", "cache-dir"]) if (get(dir) === "") throw new Error(`--${dir} must not be empty`);
     const retention = get("metrics-retention-days");
     if (!/^\d{1,3}$/.test(retention) || Number(retention) < 1 || Number(retention) > 366) throw new Error(`--metrics-retention-days must be a whole number of days from 1 to 366, got '${retention}'`);
+    const warmPool = get("warm-pool");
+    if (!/^\d{1,2}$/.test(warmPool) || Number(warmPool) > 32) throw new Error(`--warm-pool must be a whole number from 0 to 32, got '${warmPool}'`);
     return {
       config: {
         domain: checkDomain(get("domain")),
@@ -151,6 +156,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         egressInterface: egress === "none" ? undefined : egress,
         cacheDir: get("cache-dir"),
         metricsRetentionDays: Number(retention),
+        warmPool: Number(warmPool),
         dnsUpstream: get("dns-upstream") ? parseUpstream(get("dns-upstream")) && get("dns-upstream") : undefined,
       },
     };

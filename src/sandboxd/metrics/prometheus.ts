@@ -29,6 +29,9 @@ export function prometheusText(store: Store, metrics: Metrics, teamID: string): 
   metric("sandboxd_process_resident_memory_bytes", "gauge", "sandboxd's resident set size", [[{}, mem.rss]]);
   metric("sandboxd_envd_polls_total", "counter", "envd /metrics requests sent by the poller", [[{}, poll.requests]]);
   metric("sandboxd_envd_poll_failures_total", "counter", "envd /metrics requests that failed or timed out", [[{}, poll.failures]]);
+  const pool = metrics.warmPool();
+  metric("sandboxd_warm_pool_ready", "gauge", "Started sandboxes waiting in the warm pool, by template", pool.ready.map((r) => [{ template_id: r.templateID }, r.count]));
+  metric("sandboxd_creates_total", "counter", "Creates since sandboxd started, by whether a pooled sandbox was claimed", [[{ from: "pool" }, pool.claimed], [{ from: "cold" }, pool.missed]]);
 
   const rows = store.sandboxes.listByTeam(teamID);
   const team = { team_id: teamID };

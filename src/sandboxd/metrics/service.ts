@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import type { WarmPoolStats } from "../pool/warm-pool.js";
 import type { Store } from "../store/store.js";
 import { createEnvdPoller, type EnvdPoller } from "./envd-poller.js";
 import { createTeamSampler, type Clock, type TeamSampler } from "./team-sampler.js";
@@ -12,6 +13,8 @@ export interface Metrics {
   clock: Clock;
   /** When this process started, ms since the epoch. */
   startedAt: number;
+  /** The warm pool's figures (set once the sandbox service exists). */
+  warmPool: () => WarmPoolStats;
   start(): void;
   stop(): void;
 }
@@ -27,6 +30,7 @@ export function createMetrics(opts: { store: Store; log: Logger; retentionS: num
     retentionS: opts.retentionS,
     clock,
     startedAt: clock(),
+    warmPool: () => ({ ready: [], claimed: 0, missed: 0 }),
     start() {
       sampler.start();
       poller.start();

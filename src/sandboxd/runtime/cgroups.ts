@@ -1,4 +1,4 @@
-import { readFileSync, rmdirSync } from "node:fs";
+import { existsSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** Mount points of every cgroup hierarchy (v1 controllers, the v2 unified tree) on this host. */
@@ -39,4 +39,21 @@ export function removeCgroup(path: string): void {
       // still has tasks (or already gone): a later sweep retries
     }
   }
+}
+
+/**
+ * Sets the CPU share of cgroup `path` in place: cpu.shares on v1, cpu.weight on v2 (with runc's
+ * conversion), a file write instead of a `runc update` process. Throws when no hierarchy has it.
+ */
+export function setCpuShares(path: string, shares: number): void {
+  let done = false;
+  for (const dir of existingCgroupDirs(path)) {
+    for (const [file, value] of [["cpu.shares", shares], ["cpu.weight", 1 + Math.floor(((shares - 2) * 9999) / 262142)]] as const) {
+      // cgroupfs refuses to create files: only the controller's own file is there to write
+      if (!existsSync(join(dir, file))) continue;
+      writeFileSync(join(dir, file), String(value));
+      done = true;
+    }
+  }
+  if (!done) throw new Error(`no cpu controller found for cgroup ${path}`);
 }

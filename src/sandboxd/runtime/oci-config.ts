@@ -21,10 +21,22 @@ export interface BundleParams {
   /** cgroup path relative to each hierarchy's root, e.g. /sandboxd-ab12/i123. */
   cgroupsPath: string;
   cpuCount: number;
+  /** Started ahead of need: the smallest CPU share until it is raised. */
+  background?: boolean;
   memoryMB: number;
   pidsLimit: number;
   defaultUser: string;
   defaultWorkdir?: string;
+}
+
+/** The kernel's smallest CPU share (cgroup v1 cpu.shares; runc maps it to cpu.weight 1 on v2). */
+const MIN_CPU_SHARES = 2;
+/** The CPU share of a sandbox started ahead of need: a quarter of a vCPU's, so it yields to live work without starving on a busy host. */
+const BACKGROUND_CPU_SHARES = 256;
+
+/** The CPU share of a sandbox of `cpuCount` vCPUs: 1024 per vCPU, as Docker's --cpus. */
+export function cpuShares(cpuCount: number): number {
+  return Math.max(MIN_CPU_SHARES, Math.round(1024 * cpuCount));
 }
 
 /** Docker's default capability set: no NET_ADMIN, no SYS_ADMIN, no SYS_PTRACE, no SYS_TIME. */
@@ -120,7 +132,7 @@ export function ociConfig(p: BundleParams): object {
         devices: [{ allow: false, access: "rwm" }],
         // swap as large as the memory limit again (Docker's default for --memory alone)
         memory: { limit: memory, swap: 2 * memory },
-        cpu: { quota: Math.round(p.cpuCount * period), period, shares: Math.max(2, Math.round(1024 * p.cpuCount)) },
+        cpu: { quota: Math.round(p.cpuCount * period), period, shares: p.background ? BACKGROUND_CPU_SHARES : cpuShares(p.cpuCount) },
         pids: { limit: p.pidsLimit },
       },
       maskedPaths: MASKED_PATHS,

@@ -7,11 +7,11 @@ import { Ipam } from "../network/ipam.js";
 import type { ServedPorts } from "../network/firewall.js";
 import type { EgressPolicy } from "../network/policy.js";
 import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "../network/veth.js";
-import { removeCgroup } from "./cgroups.js";
+import { removeCgroup, setCpuShares } from "./cgroups.js";
 import { execTool } from "./exec.js";
 import { MAPPED_ROOT } from "./idmap.js";
 import { writeIdentity } from "./identity.js";
-import { ENVD_PORT, ociConfig } from "./oci-config.js";
+import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
 import { isMounted, mountOverlay, unmount } from "./overlay.js";
 import { assertReachableBySandboxes } from "./reach.js";
 import { RuncCli } from "./runc-cli.js";
@@ -144,7 +144,7 @@ class RuncRuntime implements Runtime {
     const hasUser = existsSync(join(spec.rootfs, "home", "user"));
     const config = ociConfig({
       sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
-      cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, memoryMB: spec.memoryMB,
+      cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, background: spec.background, memoryMB: spec.memoryMB,
       pidsLimit: this.opts.pidsLimit ?? 1024, defaultUser: hasUser ? "user" : "root", defaultWorkdir: hasUser ? "/home/user" : undefined,
     });
     writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 1));
@@ -204,6 +204,10 @@ class RuncRuntime implements Runtime {
       if (!st) throw new Error(`sandbox ${sandboxID} is not known to the runtime`);
       if (st.status === "paused") await this.runc.verb("resume", sandboxID);
     });
+  }
+
+  foreground(sandboxID: string, cpuCount: number): Promise<void> {
+    return this.serial(sandboxID, async () => setCpuShares(`/${this.cgroupParent}/${sandboxID}`, cpuShares(cpuCount)));
   }
 
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {

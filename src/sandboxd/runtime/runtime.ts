@@ -21,6 +21,11 @@ export interface SandboxSpec {
   diskSizeMB: number;
   /** Outbound rules the sandbox starts with; none: every public destination is allowed. */
   egress?: EgressPolicy;
+  /**
+   * Started ahead of need (a warm-pool sandbox): it gets the smallest CPU share, so that it
+   * yields to every live sandbox and to sandboxd, until `foreground` gives it its own.
+   */
+  background?: boolean;
 }
 
 /** Where a started sandbox answers: its address on the host and envd's port there. */
@@ -50,6 +55,8 @@ export interface Runtime {
   freeze(sandboxID: string): Promise<void>;
   /** Thaws a frozen sandbox; a running one is left as it is. */
   thaw(sandboxID: string): Promise<void>;
+  /** Gives a sandbox started in the background the CPU share `cpuCount` earns (as a normal create has). */
+  foreground(sandboxID: string, cpuCount: number): Promise<void>;
   /** Replaces a live sandbox's outbound rules: new connections follow them, established ones live on. */
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void>;
   /** Kills the sandbox and removes all it owns (processes, layer, network slot, cgroup); unknown IDs succeed. */

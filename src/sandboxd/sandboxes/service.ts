@@ -1,7 +1,7 @@
 import type { Logger } from "../log.js";
 import type { Runtime } from "../runtime/runtime.js";
 import type { SandboxRow } from "../store/sandboxes.js";
-import { installSecret, randomId } from "../store/seed.js";
+import { installSecret } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { initEnvd } from "./envd-init.js";
@@ -11,10 +11,12 @@ import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
 import { egressPolicy, type EgressPolicy } from "../network/policy.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
-import { resolveTemplate, versionAtLeast } from "./resolve.js";
 import { createSerializer } from "./serial.js";
-import { runStartCommand } from "./start-cmd.js";
-import { envdAccessToken, trafficAccessToken } from "./tokens.js";
+import { sandboxEnv } from "./launch.js";
+import { createServicePool } from "./warm-templates.js";
+import { createSandbox } from "./create.js";
+import type { WarmPool } from "../pool/warm-pool.js";
+import { envdAccessToken } from "./tokens.js";
 import { detailBody, listedBody, sandboxBody } from "./views.js";
 import { checkTimeoutFor, keptAliveUntil, withNetworkUpdate } from "./row-updates.js";
 import { templateAliasBody } from "./resolve.js";
@@ -43,23 +45,33 @@ export interface SandboxService {
   egressOf(ip: string): EgressPolicy | undefined;
   /** GET /templates/aliases/{alias}: the template an alias names (403 if another team's). */
   templateByAlias(teamID: string, alias: string): Body;
-  /** Starts the evictor (expired sandboxes are killed, or paused with autoPause). */
-  startEvictor(everyMs?: number): void;
-  /** Stops the evictor and waits for operations in flight; sandboxes keep running. */
+  /** Started sandboxes waiting for a create to claim them. */
+  pool: WarmPool;
+  /** Starts the evictor (expired sandboxes are killed, or paused with autoPause) and the warm pool's refills. */
+  startBackground(evictEveryMs?: number): void;
+  /** Stops the evictor, removes the pool's sandboxes and waits for operations in flight; created sandboxes keep running. */
   close(): Promise<void>;
 }
 
 const ENVD_PORT = 49983;
-const DEFAULT_TIMEOUT_S = 15;
+const QUIET_AFTER_CREATE_MS = 300;
 
 /** Creates the service over a store and a runtime; call reconcile() before serving. */
-export function createSandboxService(opts: { store: Store; runtime: Runtime; log: Logger; domain: string; onStarted?: (teamID: string) => void }): SandboxService {
+export function createSandboxService(opts: {
+  store: Store; runtime: Runtime; log: Logger; domain: string; onStarted?: (teamID: string) => void;
+  /** Started sandboxes kept per warm template (0: none); the default template is always kept warm. */
+  warmPoolSize?: number; defaultTemplateID?: string;
+}): SandboxService {
   const { store, runtime, log } = opts;
   const index = createSandboxIndex();
   const serial = createSerializer();
   const inflight = new Set<Promise<unknown>>();
   let evictor: NodeJS.Timeout | undefined;
   let closed = false;
+  const activity = { creating: 0, lastCreated: 0 };
+  // Refills wait while creates run and just after one: its caller's first requests come next.
+  const foregroundBusy = () => activity.creating > 0 || Date.now() - activity.lastCreated < QUIET_AFTER_CREATE_MS;
+  const warm = createServicePool({ store, runtime, log, size: opts.warmPoolSize ?? 0, defaultTemplateID: opts.defaultTemplateID, foregroundBusy });
 
   const secret = () => installSecret(store);
   const tokenOf = (row: SandboxRow) => (row.secure ? envdAccessToken(secret(), row.id) : undefined);
@@ -97,64 +109,12 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
   const init = async (row: SandboxRow, tpl: Template | undefined, envVars: Record<string, string> | undefined, totalMs?: number) =>
     initEnvd({
       ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row),
-      envVars: envVars && { ...envVars, E2B_SANDBOX_ID: row.id, E2B_TEMPLATE_ID: row.templateID, E2B_SANDBOX: "true" },
+      envVars: envVars && { ...envVars, ...sandboxEnv(row.id, row.templateID) },
       defaultUser: tpl?.defaultUser ?? undefined, defaultWorkdir: tpl?.defaultWorkdir ?? undefined,
     }, totalMs);
 
-  const create = async (teamID: string, input: CreateInput): Promise<Body> => {
-    const tpl = resolveTemplate(store, teamID, input.templateID);
-    const timeout = input.timeout ?? DEFAULT_TIMEOUT_S;
-    checkTimeout(teamID, timeout);
-    const network = { ...(input.network ?? {}) };
-    const publicTraffic = network.allowPublicTraffic !== false;
-    if (!publicTraffic && !input.secure) throw new ApiError(400, "You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.");
-    if (input.secure && !versionAtLeast(tpl.envdVersion, "0.2.0")) throw new ApiError(400, `Template '${input.templateID}' must be rebuilt for secure sandbox access (its envd is older than 0.2.0)`);
-    const team = store.teams.get(teamID);
-    const max = team?.maxConcurrent ?? 100;
-    const id = "i" + randomId(20);
-    const now = new Date().toISOString();
-    const row: SandboxRow = {
-      id, teamID, templateID: tpl.id, state: "starting", startedAt: now, endAt: now, metadata: input.metadata ?? {}, autoPause: input.autoPause ?? false,
-      secure: input.secure, trafficToken: publicTraffic ? null : trafficAccessToken(secret(), id), network, allowInternetAccess: input.allowInternetAccess ?? true,
-      ip: null, envdPort: null, envdVersion: tpl.envdVersion, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB,
-    };
-    store.transaction(() => {
-      if (store.sandboxes.countLive(teamID) >= max) {
-        throw new ApiError(429, `you have reached the maximum number of concurrent E2B sandboxes (${max}). If you need more, please visit 'https://e2b.dev/docs/billing'`);
-      }
-      store.sandboxes.insert(row);
-      store.templates.spawned(tpl.id, now);
-    });
-    return serial(id, async () => {
-      const started = Date.now();
-      let phase = "starting the sandbox";
-      try {
-        const egress = policyOf(row);
-        const addr = await runtime.create({ sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, rootfs: tpl.rootfs, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB, egress });
-        row.ip = addr.ip;
-        row.envdPort = addr.envdPort;
-        phase = "initializing envd";
-        const reported = await init(row, tpl, { ...(tpl.envs ?? {}), ...(input.envVars ?? {}) });
-        phase = "running the template's start and ready commands";
-        await runStartCommand({ ip: addr.ip, port: addr.envdPort, accessToken: tokenOf(row), user: tpl.defaultUser ?? "user", cwd: tpl.defaultWorkdir ?? undefined }, tpl.startCmd, tpl.readyCmd);
-        const t = Date.now();
-        // The version recorded for the template is what E2B's API reports (the SDK gates features
-        // on it); envd's own header is the fallback for a template that records none.
-        Object.assign(row, { state: "running", envdVersion: tpl.envdVersion || reported || "0.1.0", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString() });
-        store.sandboxes.update(row);
-        publish(row);
-        opts.onStarted?.(teamID);
-        log.info({ sandboxID: id, templateID: tpl.id, ms: Date.now() - started }, "sandbox created");
-        return sandboxBody(row, tpl, tokenOf(row));
-      } catch (err) {
-        log.error({ sandboxID: id, phase, err: (err as Error).message }, "sandbox create failed");
-        index.delete(id);
-        await runtime.remove(id).catch((e: Error) => log.error({ sandboxID: id, err: e.message }, "removing a failed sandbox failed"));
-        store.sandboxes.delete(id);
-        throw new ApiError(500, `Failed to create sandbox: ${phase} failed: ${(err as Error).message}`, "sandbox_create_failed");
-      }
-    });
-  };
+  const create = (teamID: string, input: CreateInput) =>
+    createSandbox({ store, runtime, log, serial, warm, activity, secret, tokenOf, policyOf, publish, init, checkTimeout, onStarted: opts.onStarted, dropRoute: (id) => index.delete(id) }, teamID, input);
 
   const resumePaused = async (row: SandboxRow, timeout: number, autoPause?: boolean): Promise<Body> => {
     await runtime.thaw(row.id);
@@ -275,8 +235,11 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
 
     templateByAlias: (teamID, alias) => templateAliasBody(store, teamID, alias),
 
-    startEvictor(everyMs = 250) {
+    pool: warm.pool,
+
+    startBackground(everyMs = 250) {
       if (evictor || closed) return;
+      warm.pool.start();
       let busy = false;
       evictor = setInterval(() => {
         if (busy) return;
@@ -289,7 +252,7 @@ export function createSandboxService(opts: { store: Store; runtime: Runtime; log
     async close() {
       closed = true;
       if (evictor) clearInterval(evictor);
-      await Promise.allSettled([...inflight]);
+      await Promise.allSettled([...inflight, warm.pool.close()]);
     },
   };
 }

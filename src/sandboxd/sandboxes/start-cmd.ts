@@ -57,6 +57,11 @@ async function startProcess(t: EnvdTarget, cmd: string, wait: boolean, timeoutMs
   }
 }
 
+/** Runs `bash -l -c cmd` through envd to its end; resolves with its exit code. */
+export function runCommand(t: EnvdTarget, cmd: string, timeoutMs: number): Promise<number> {
+  return startProcess(t, cmd, true, timeoutMs);
+}
+
 /** How often the ready command is tried (E2B: every 2 s, at build time). */
 const READY_EVERY_MS = 500;
 /**

@@ -158,7 +158,9 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
     "--envd-dir", envdArtifactDir(),
     ...(opts.args ?? []),
   ];
-  const child: ChildProcess = spawn(NODE, args, { env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
+  // No warm pool unless a test asks for one (`--warm-pool N`): pooled sandboxes would start beside
+  // every test, and tests that count what exists on the host would see them.
+  const child: ChildProcess = spawn(NODE, args, { env: { ...process.env, SANDBOXD_WARM_POOL: "0", ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   child.stdout!.on("data", (c: Buffer) => (out += c));
@@ -244,4 +246,22 @@ async function sweepAll(dataDir: string, cidr: string): Promise<void> {
   const { pino } = await import("pino");
   const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), networkCidr: cidr, log: pino({ level: "silent" }) });
   await rt.sweep(new Set());
+}
+
+/** The warm pool's ready sandboxes as sandboxd's /metrics reports them, summed over templates. */
+export async function warmPoolReady(s: Sandboxd): Promise<number> {
+  const r = await call(s.port, readFileSync(s.caFile), "api.e2b.localhost", "/metrics", { headers: { "x-api-key": s.apiKey } });
+  if (r.status !== 200) throw new Error(`GET /metrics answered ${r.status}: ${r.body}`);
+  return [...r.body.matchAll(/^sandboxd_warm_pool_ready\{[^}]*\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+/** Waits until the warm pool holds `n` ready sandboxes (rejects after `ms`). */
+export async function waitWarmPool(s: Sandboxd, n: number, ms = 60_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const ready = await warmPoolReady(s);
+    if (ready >= n) return;
+    if (Date.now() > deadline) throw new Error(`the warm pool held ${ready} of ${n} sandboxes after ${ms} ms:\n${s.logs().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
