@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { api } from "./helpers/api-client.js";
-import { startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { startSandboxd, waitWarmPool, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
 
 const RUNC = spawnSync("runc", ["--version"]).status === 0;
@@ -23,9 +23,11 @@ describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false :
   let s: Sandboxd;
   let ca: Buffer;
 
+  // sandboxd's default: creates claim started sandboxes from the warm pool
   before(async () => {
-    s = await startSandboxd();
+    s = await startSandboxd({ args: ["--warm-pool", "2"] });
     ca = readFileSync(s.caFile);
+    await waitWarmPool(s, 2);
   });
   after(async () => {
     await s?.stop();

@@ -18,7 +18,7 @@ describe("sandboxd serve: flags", () => {
   test("--help lists every flag with its environment variable and exits 0", () => {
     const r = sandboxd(["--help"]);
     assert.equal(r.status, 0);
-    for (const flag of ["domain", "listen", "data-dir", "log-level", "envd-dir", "network-cidr", "egress-interface"]) {
+    for (const flag of ["domain", "listen", "data-dir", "log-level", "envd-dir", "network-cidr", "egress-interface", "warm-pool"]) {
       assert.match(r.stdout, new RegExp(`--${flag}\\b`), flag);
       assert.match(r.stdout, new RegExp(`SANDBOXD_${flag.toUpperCase().replace(/-/g, "_")}\\b`), flag);
     }
@@ -37,6 +37,8 @@ describe("sandboxd serve: flags", () => {
       [["serve", "--network-cidr", "10.12.0.0/31"], /--network-cidr must be an IPv4 CIDR/],
       [["serve", "--egress-interface", "eth0; rm -rf /"], /--egress-interface must be an interface name or none/],
       [["serve", "--domain"], /argument missing|requires an argument/i],
+      [["serve", "--warm-pool", "some"], /--warm-pool must be a whole number from 0 to 32/],
+      [["serve", "--warm-pool", "33"], /--warm-pool must be a whole number from 0 to 32, got '33'/],
     ];
     for (const [args, message] of cases) {
       const r = sandboxd(args);

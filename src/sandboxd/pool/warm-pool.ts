@@ -29,6 +29,8 @@ export interface WarmPoolOptions {
   newID(): string;
   /** Whether user-facing creates are in flight; refills wait for them so they get the CPU first. */
   foregroundBusy(): boolean;
+  /** Which of these sandboxes still run (a pooled sandbox can die: killed, OOM, a host reboot). */
+  running?(sandboxIDs: string[]): Promise<Set<string>>;
 }
 
 /** The pool's figures for /metrics. */
@@ -46,6 +48,8 @@ const IDLE_TICK_MS = 2000;
 const PARALLEL_FILLS = 2;
 const BUSY_WAIT_MS = 25;
 const MAX_BACKOFF_MS = 60_000;
+/** How often the pooled sandboxes are checked to be still running. */
+const CHECK_EVERY_MS = 5000;
 
 /**
  * Started sandboxes kept ready per template, so that a create claims one (an /init away from
@@ -63,6 +67,7 @@ export class WarmPool {
   private loop?: Promise<void>;
   private closed = false;
   private claimed = 0;
+  private checkedAt = Date.now();
   private missed = 0;
 
   constructor(private readonly o: WarmPoolOptions) {}
@@ -161,8 +166,23 @@ export class WarmPool {
     });
   }
 
+  /** Drops pooled sandboxes that no longer run, so they are neither handed out nor counted. */
+  private async check(): Promise<void> {
+    this.checkedAt = Date.now();
+    const ids = [...this.ready.values()].flat().map((w) => w.sandboxID);
+    if (!this.o.running || ids.length === 0) return;
+    const alive = await this.o.running(ids).catch(() => undefined);
+    if (!alive) return;
+    for (const [key, list] of this.ready) {
+      const keep = list.filter((w) => alive.has(w.sandboxID));
+      for (const w of list) if (!alive.has(w.sandboxID)) this.discard(w, "it stopped running");
+      this.ready.set(key, keep);
+    }
+  }
+
   private async run(): Promise<void> {
     while (!this.closed) {
+      if (Date.now() - this.checkedAt >= CHECK_EVERY_MS) await this.check();
       const short = this.reconcile();
       const inFlight = [...this.filling.values()].reduce((n, set) => n + set.size, 0);
       if (short.length === 0 || inFlight >= PARALLEL_FILLS) {

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { execTool, mustExec } from "./exec.js";
 
 /** One container as `runc list` reports it. */
@@ -51,6 +51,29 @@ export class RuncCli {
   async list(): Promise<RuncContainer[]> {
     const out = await mustExec("runc", ["--root", this.root, "list", "--format", "json"]);
     return (JSON.parse(out.trim() || "null") as RuncContainer[] | null) ?? [];
+  }
+
+  /**
+   * Waits (at most `ms`) until no runc command on this state root runs in another process: after
+   * sandboxd was killed, a `runc create` or `start` it had begun goes on and would otherwise make
+   * a container just after the new process looked for leftovers.
+   */
+  async settle(ms = 10_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline && this.othersRunning()) await new Promise((r) => setTimeout(r, 50));
+  }
+
+  private othersRunning(): boolean {
+    for (const pid of readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+      try {
+        const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+        if (/(^|\/)runc$/.test(argv[0]) && argv[1] === "--root" && argv[2] === this.root) return true;
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return false;
   }
 
   /** Kills and deletes the container whatever its state; a missing one is fine. */

@@ -67,6 +67,7 @@ class RuncRuntime implements Runtime {
   private readonly tiniPath: string;
   private readonly busy = new Map<string, Promise<unknown>>();
   private egressReady?: Promise<void>;
+  private settled?: Promise<void>;
 
   constructor(private readonly opts: RuncOptions) {
     this.dataDir = resolve(opts.dataDir);
@@ -252,6 +253,9 @@ class RuncRuntime implements Runtime {
   }
 
   async list(): Promise<ObservedSandbox[]> {
+    // the first look of a new process waits for runc commands a killed predecessor left running
+    this.settled ??= this.runc.settle();
+    await this.settled;
     const containers = new Map((await this.runc.list()).map((c) => [c.id, c]));
     const out: ObservedSandbox[] = [];
     for (const id of this.records.ids()) {

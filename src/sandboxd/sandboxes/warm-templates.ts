@@ -28,6 +28,10 @@ export function createServicePool(o: { store: Store; runtime: Runtime; log: Logg
     size: o.size, log: o.log, templates, newID: newSandboxID, foregroundBusy: o.foregroundBusy,
     make: (tpl, id, signal) => makeWarm(o.runtime, tpl, id, signal),
     remove: (id) => o.runtime.remove(id),
+    running: async (ids) => {
+      const live = new Set((await o.runtime.list()).filter((x) => x.status === "running").map((x) => x.sandboxID));
+      return new Set(ids.filter((id) => live.has(id)));
+    },
   });
   return {
     pool,
