@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -88,11 +89,49 @@ test("random bytes go out stored (a few bytes of framing per 64 KiB); text shrin
   assert.ok(storedText.length > txt.length, "the store hint stores");
 });
 
-test("GET /files with Accept-Encoding: gzip answers gzip of random, text and compressed-type files", async () => {
+test("the effort switches mid-stream: random stretches are stored, text stretches between them deflated", async () => {
+  const parts = [text(2 << 20), randomBytes(2 << 20), text(2 << 20), randomBytes(1 << 20)];
+  const data = Buffer.concat(parts);
+  const gz = await gzipAll(data);
+  assert.deepEqual(gunzipSync(gz), data);
+  const textShrunk = 2 * gzipSync(parts[0], { level: 6 }).length;
+  const random = 3 << 20;
+  // Random bytes cannot shrink, so the text stretches must have been deflated; every segment
+  // boundary falls on a stretch boundary, so only the stored blocks' framing is added beyond that.
+  assert.ok(gz.length < random + textShrunk * 1.15 + 1024, `${gz.length} bytes: text was not deflated`);
+  assert.ok(gz.length > random, "random stretches cannot shrink");
+  // And judged segment by segment: a file that starts random still gets its text deflated.
+  const flipped = Buffer.concat([parts[1], parts[0]]);
+  const gz2 = await gzipAll(flipped);
+  assert.deepEqual(gunzipSync(gz2), flipped);
+  assert.ok(gz2.length < (2 << 20) + gzipSync(parts[0], { level: 6 }).length * 1.15 + 1024, `${gz2.length} bytes after a random start`);
+});
+
+test("a stored stream is valid to gunzip -t and to zlib at every read size", async (t) => {
+  const data = randomBytes(600_000);
+  for (const most of [Infinity, 65_535, 65_536, 131_071, 4097]) {
+    const gz = await gzipAll(data, most, "store");
+    assert.deepEqual(gunzipSync(gz), data, `reads of at most ${most}`);
+    // The framing: header, then 5-byte stored block headers and the bytes, then an empty final block and the trailer.
+    assert.ok(gz.length >= 10 + data.length + 5 * Math.ceil(data.length / 65_535) + 13);
+  }
+  const gz = await gzipAll(data, 100_000, "judge");
+  const checked = spawnSync("gunzip", ["-t"], { input: gz });
+  if (checked.error) return t.skip("no gunzip on this machine");
+  assert.equal(checked.status, 0, checked.stderr.toString());
+});
+
+test("GET /files with Accept-Encoding: gzip answers gzip of random, text, mixed, empty and compressed-type files", async () => {
   const d = await startDaemon();
   const t = await tempDir("files-gzip");
   try {
-    const files: Record<string, Buffer> = { "r.bin": randomBytes(3 << 20), "t.log": text(3 << 20), "a.zip": randomBytes(200_000) };
+    const files: Record<string, Buffer> = {
+      "r.bin": randomBytes(3 << 20),
+      "t.log": text(3 << 20),
+      "m.dat": Buffer.concat([text(1_100_000), randomBytes(1_500_000), text(900_001)]),
+      "e.txt": Buffer.alloc(0),
+      "a.zip": randomBytes(200_000),
+    };
     for (const [name, data] of Object.entries(files)) await writeFile(join(t.path, name), data);
     for (const [name, data] of Object.entries(files)) {
       const res = await fetch(`${d.url}/files?path=${encodeURIComponent(join(t.path, name))}&username=root`, { headers: { "accept-encoding": "gzip" } });
