@@ -28,7 +28,7 @@ const INCOMPRESSIBLE = 0.9;
  * size of level 6 at 1.4–2.2× the speed. Lower levels measured up to 1.26× (level 1 on source
  * code) and 1.44× (level 4 on a very repetitive log).
  */
-const LEVEL = 5;
+export const GZIP_LEVEL = 5;
 
 /** gzip member header (RFC 1952): no name, no mtime, OS = Unix, as zlib writes it. */
 const HEADER = Buffer.from([0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0x03]);
@@ -46,7 +46,7 @@ export type GzipSource = Pick<FileHandle, "readv">;
  * buffer laid out as stored deflate blocks, each file block just after a 5-byte gap for its
  * header: storing costs filling in the headers and one write of the buffer as it is (no copy,
  * one HTTP chunk per read). Each segment of SEGMENT_READS reads is judged by a level-1 trial
- * of its first bytes; a compressible one is copied out and deflated at LEVEL on the thread
+ * of its first bytes; a compressible one is copied out and deflated at GZIP_LEVEL on the thread
  * pool instead. Segments are independent deflate runs ended on a byte boundary (stored blocks
  * are; deflate runs end with a sync flush), so they join into one valid stream whatever mix
  * the file is. `hint: "store"` skips the trials (already-compressed types).
@@ -61,7 +61,7 @@ export async function sendGzip(out: FileSender, source: GzipSource, hint: GzipHi
   let held = 0;
   const flush = async (): Promise<void> => {
     if (held === 0) return;
-    await out.write(await deflateRawAsync(segment!.subarray(0, held), { level: LEVEL, finishFlush: constants.Z_SYNC_FLUSH }));
+    await out.write(await deflateRawAsync(segment!.subarray(0, held), { level: GZIP_LEVEL, finishFlush: constants.Z_SYNC_FLUSH }));
     held = 0;
   };
   for (;;) {
