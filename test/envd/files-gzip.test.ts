@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomFillSync } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -119,6 +119,27 @@ test("a stored stream is valid to gunzip -t and to zlib at every read size", asy
   const checked = spawnSync("gunzip", ["-t"], { input: gz });
   if (checked.error) return t.skip("no gunzip on this machine");
   assert.equal(checked.status, 0, checked.stderr.toString());
+});
+
+test("a read failing mid-stream rejects the encoder instead of hanging, and a failed response stops it", async () => {
+  let reads = 0;
+  const failing: GzipSource = {
+    async readv<T extends readonly NodeJS.ArrayBufferView[]>(buffers: T) {
+      if (++reads === 3) throw new Error("EIO");
+      for (const b of buffers) randomFillSync(b);
+      return { bytesRead: buffers.reduce((n, b) => n + b.byteLength, 0), buffers };
+    },
+  };
+  const { sink } = collector();
+  await assert.rejects(sendBody(sink, (out) => sendGzip(out, failing), GZIP_READ_BUFFER), /EIO/);
+
+  const broken = new Writable({
+    write(_chunk, _enc, cb) {
+      cb(new Error("socket gone"));
+    },
+  });
+  broken.on("error", () => undefined);
+  await assert.rejects(sendBody(broken, (out) => sendGzip(out, fileLike(randomBytes(4 << 20))), GZIP_READ_BUFFER), /socket gone/);
 });
 
 test("GET /files with Accept-Encoding: gzip answers gzip of random, text, mixed, empty and compressed-type files", async () => {
