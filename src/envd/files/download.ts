@@ -1,17 +1,16 @@
 import { constants } from "node:fs";
 import { open, stat, type FileHandle } from "node:fs/promises";
 import { basename } from "node:path";
-import { pipeline } from "node:stream/promises";
 import type { Deps } from "../deps.js";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
-import { adaptiveGzip } from "./adaptive-gzip.js";
+import { GZIP_READ_BUFFER, sendGzip } from "./adaptive-gzip.js";
 import { typeByExtension } from "./content-type.js";
 import { inlineDisposition } from "./disposition.js";
 import { identityRejected, negotiateEncoding } from "./encoding.js";
 import { authorizeFiles, headerValue, queryParam, resolvePath } from "./request.js";
 import { serveIdentity } from "./serve.js";
-import { readChunks } from "./io.js";
+import { sendBody } from "./send.js";
 
 /** Request headers that force an identity response (ranges and validators need the raw bytes). */
 const IDENTITY_ONLY = ["range", "if-modified-since", "if-none-match", "if-range"];
@@ -76,8 +75,8 @@ async function serveGzip(r: RouteRequest, fh: FileHandle, raw: string): Promise<
   r.res.setHeader("Content-Encoding", "gzip");
   r.res.statusCode = 200;
   // The effort follows the data: text is deflated, incompressible bytes (and already-compressed
-  // types, which are not even tried) go out as stored blocks at close to the speed of identity.
-  await pipeline(readChunks(fh), (source) => adaptiveGzip(source, isCompressed(raw) ? "store" : "judge"), r.res);
+  // types, which are not even tried) go out as stored blocks read in place, one HTTP chunk per read.
+  await sendBody(r.res, (out) => sendGzip(out, fh, isCompressed(raw) ? "store" : "judge"), GZIP_READ_BUFFER);
 }
 
 const COMPRESSED = /\.(gz|tgz|zip|zst|xz|bz2|lz4|7z|rar|br|jar|whl|png|jpe?g|gif|webp|avif|heic|mp[34]|m4a|mkv|webm|mov|ogg|opus|flac|woff2?|pdf|docx|xlsx|pptx|parquet)$/i;

@@ -59,26 +59,52 @@ export class FileSender {
   async copy(fh: FileHandle, start?: number, end = Infinity): Promise<void> {
     let pos = start;
     while (pos === undefined || pos <= end) {
-      const buf = await this.buffer();
+      const buf = await this.take();
       const want = pos === undefined ? buf.length : Math.min(buf.length, end - pos + 1);
       let bytesRead: number;
       try {
         ({ bytesRead } = await fh.read(buf, 0, want, pos ?? null));
       } catch (err) {
-        this.free.push(buf);
+        this.give(buf);
         throw err;
       }
       if (bytesRead === 0) {
-        this.free.push(buf);
+        this.give(buf);
         return;
       }
       if (pos !== undefined) pos += bytesRead;
-      await this.until(() => !this.needDrain);
-      this.needDrain = !this.sink.write(buf.subarray(0, bytesRead), (err) => {
-        this.onWritten(err);
-        this.release(buf);
-      });
+      await this.send(buf.subarray(0, bytesRead), buf);
     }
+  }
+
+  /**
+   * A read buffer of the ring (`chunk` bytes): the next one free, a new one while fewer than
+   * the ring's size exist, else the first to come back. Goes back through send() or give().
+   */
+  async take(): Promise<Buffer> {
+    if (this.free.length === 0 && this.allocated < RING) {
+      this.allocated++;
+      return Buffer.allocUnsafeSlow(this.chunk);
+    }
+    await this.until(() => this.free.length > 0);
+    return this.free.pop()!;
+  }
+
+  /** Returns a buffer from take() that was not sent. */
+  give(buf: Buffer): void {
+    this.free.push(buf);
+  }
+
+  /**
+   * Writes `view` (bytes of `buf`, a buffer from take()) once the response has room, and gives
+   * `buf` back to the ring when the response has called back for it.
+   */
+  async send(view: Buffer, buf: Buffer): Promise<void> {
+    await this.until(() => !this.needDrain);
+    this.needDrain = !this.sink.write(view, (err) => {
+      this.onWritten(err);
+      this.release(buf);
+    });
   }
 
   /** Ends the response and waits until it has flushed; stops listening either way. */
@@ -99,15 +125,6 @@ export class FileSender {
     this.sink.off("close", this.onClose);
     this.sink.off("finish", this.onFinish);
     this.sink.off("error", this.onError);
-  }
-
-  private async buffer(): Promise<Buffer> {
-    if (this.free.length === 0 && this.allocated < RING) {
-      this.allocated++;
-      return Buffer.allocUnsafeSlow(this.chunk);
-    }
-    await this.until(() => this.free.length > 0);
-    return this.free.pop()!;
   }
 
   private release(buf: Buffer): void {
@@ -161,4 +178,15 @@ export class FileSender {
     this.failure ??= err ?? new SinkClosed();
     this.signal();
   };
+}
+
+/** Writes a body with a FileSender of `chunk`-byte buffers and ends the response; on failure the caller destroys it. */
+export async function sendBody(sink: Sink, body: (out: FileSender) => Promise<void>, chunk = STREAM_CHUNK): Promise<void> {
+  const out = new FileSender(sink, chunk);
+  try {
+    await body(out);
+    await out.finish();
+  } finally {
+    out.detach();
+  }
 }

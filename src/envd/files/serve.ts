@@ -6,7 +6,7 @@ import { evaluatePreconditions } from "./conditional.js";
 import { sniffContentType, typeByExtension } from "./content-type.js";
 import { byteRanges, planMultipart, RangeNotSatisfiable, type ByteRange } from "./ranges.js";
 import { headerValue } from "./request.js";
-import { FileSender } from "./send.js";
+import { sendBody as send } from "./send.js";
 
 const SNIFF_BYTES = 512;
 
@@ -86,16 +86,5 @@ export async function serveIdentity(r: RouteRequest, fh: FileHandle, st: Stats, 
       }
       await out.write(Buffer.from(plan.tail));
     });
-  }
-}
-
-/** Writes a body with a FileSender and ends the response; on failure the caller destroys it. */
-async function send(res: RouteRequest["res"], body: (out: FileSender) => Promise<void>): Promise<void> {
-  const out = new FileSender(res);
-  try {
-    await body(out);
-    await out.finish();
-  } finally {
-    out.detach();
   }
 }

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli, connectNodeAdapter } from "@connectrpc/connect-node";
 import { createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import { adaptiveCompressionGzip } from "./gzip-compression.js";
 import { createAdmission } from "./admission.js";
 import { applyCors } from "./cors.js";
 import { HttpError, writeError, type AnyResponse } from "./errors.js";
@@ -58,8 +59,9 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
   const routerOptions: ConnectRouterOptions = {
     interceptors: [recordInterceptor(), identityInterceptor(deps), legacyInterceptor()],
     readMaxBytes: deps.config.maxMessageBytes,
-    // connect-node's default, spelled out: services registered by hand get these options as given.
-    acceptCompression: [compressionGzip, compressionBrotli],
+    // connect-node's default codings, spelled out (services registered by hand get these options
+    // as given); gzip's effort follows the data, as downloads' does.
+    acceptCompression: [adaptiveCompressionGzip, compressionBrotli],
     // Small messages (output lines, events) stream uncompressed: gzip per message costs more CPU
     // than it saves on a sandbox link. Large ones (big listings) are compressed when the client asks.
     compressMinBytes: 64 * 1024,
