@@ -78,9 +78,11 @@ export class RuncCli {
 
   /** Kills and deletes the container whatever its state; a missing one is fine. */
   async destroy(id: string): Promise<void> {
+    const first = await execTool("runc", ["--root", this.root, "delete", "--force", id]);
+    if (first.code === 0) return;
     const st = await this.state(id);
     if (!st) return;
-    // a frozen container cannot die: thaw it first so SIGKILL is delivered
+    // a frozen container cannot die: thaw it so that SIGKILL is delivered, then delete again
     if (st.status === "paused") await execTool("runc", ["--root", this.root, "resume", id]);
     const r = await execTool("runc", ["--root", this.root, "delete", "--force", id]);
     if (r.code !== 0 && (await this.state(id))) throw new Error(`runc delete ${id} failed: ${r.stderr.trim()}`);

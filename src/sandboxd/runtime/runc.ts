@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { rm } from "node:fs/promises";
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
@@ -8,7 +9,6 @@ import type { ServedPorts } from "../network/firewall.js";
 import type { EgressPolicy } from "../network/policy.js";
 import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "../network/veth.js";
 import { removeCgroup, setCpuShares } from "./cgroups.js";
-import { execTool } from "./exec.js";
 import { MAPPED_ROOT } from "./idmap.js";
 import { writeIdentity } from "./identity.js";
 import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
@@ -239,14 +239,19 @@ class RuncRuntime implements Runtime {
       }
     };
     await step("container", () => this.runc.destroy(id));
-    await step("network", () => detachSlot(this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id)));
-    await step("rootfs", () => unmount(join(dir, "rootfs")));
-    await step("cgroup", () => removeCgroup(`/${this.cgroupParent}/${id}`));
-    await step("files", async () => {
-      if (isMounted(join(dir, "rootfs"))) throw new Error("rootfs still mounted; files kept");
-      const r = await execTool("rm", ["-rf", "--one-file-system", dir]);
-      if (r.code !== 0) throw new Error(r.stderr.trim());
-    });
+    // with the processes gone, the network and the layer come apart independently
+    await Promise.all([
+      step("network", () => detachSlot(this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id))),
+      (async () => {
+        await step("rootfs", () => unmount(join(dir, "rootfs")));
+        await step("cgroup", () => removeCgroup(`/${this.cgroupParent}/${id}`));
+        await step("files", async () => {
+          // never into a mount: the layer is removed only once nothing is mounted on it
+          if (isMounted(join(dir, "rootfs"))) throw new Error("rootfs still mounted; files kept");
+          await rm(dir, { recursive: true, force: true });
+        });
+      })(),
+    ]);
     await step("slot", () => this.ipam.release(id));
     if (errors.length > 0) throw new Error(`removing sandbox ${id} left something behind: ${errors.join("; ")}`);
     this.records.delete(id);
