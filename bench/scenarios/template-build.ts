@@ -105,7 +105,7 @@ export const templateBuild: Scenario = {
         for (let i = 0; i < ${n}; i++) { const sbx = await Sandbox.create("bench-step-0", { timeoutMs: 300_000 }); await sbx.commands.run("echo hi > /tmp/hi"); all.push(sbx.sandboxId); }
         console.log(JSON.stringify(all));
       `)) as string[];
-      const uppers = duKiB(...ids.map((id) => join(s.dataDir, "sandboxes", id, "upper")));
+      const uppers = duKiB(...ids.map((id) => join(s.dataDir, "sandboxes", id, "disk", "upper")));
       rows.push(single(ID, `disk per extra sandbox (its upper layer), median of ${n}`, percentile(uppers, 50), "KiB", undefined, "the template rootfs is the shared read-only lower"));
       return rows;
     } finally {

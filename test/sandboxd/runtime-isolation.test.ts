@@ -61,7 +61,7 @@ describe("runc runtime: isolation", { skip }, () => {
   test("files made inside belong to the mapped range on the host's upper layer", async () => {
     const r = await sh(sb.ip, "echo x > /root/by-root && su user -c 'echo y > /home/user/by-user'");
     assert.equal(r.exitCode, 0, r.stderr);
-    const upper = join(t.dataDir, "sandboxes", id, "upper");
+    const upper = join(t.dataDir, "sandboxes", id, "disk", "upper");
     assert.equal(statSync(join(upper, "root/by-root")).uid, 100_000);
     assert.equal(statSync(join(upper, "home/user/by-user")).uid, 101_000);
   });

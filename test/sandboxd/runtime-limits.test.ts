@@ -2,13 +2,15 @@
 // the offending process alone, freeze/thaw is a true in-memory pause, envd comes back if it dies.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import type { SandboxAddress } from "../../src/sandboxd/runtime/runtime.js";
 import { cgroupDirsLike, health, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
 
 const skip = skipReason();
 const PIDS = 128;
 const MEMORY_MB = 256;
+const DISK_MB = 64;
 
 describe("runc runtime: limits, freeze and thaw", { skip }, () => {
   let t: TestRuntime;
@@ -17,7 +19,7 @@ describe("runc runtime: limits, freeze and thaw", { skip }, () => {
 
   before(async () => {
     t = await testRuntime(203, { pidsLimit: PIDS });
-    const spec = t.spec({ memoryMB: MEMORY_MB, cpuCount: 1.5 });
+    const spec = t.spec({ memoryMB: MEMORY_MB, cpuCount: 1.5, diskSizeMB: DISK_MB });
     id = spec.sandboxID;
     sb = await t.rt.create(spec);
   });
@@ -45,6 +47,21 @@ describe("runc runtime: limits, freeze and thaw", { skip }, () => {
     assert.equal(await health(sb.ip), 204);
     const after = await sh(sb.ip, "echo alive");
     assert.equal(after.stdout, "alive\n");
+  });
+
+  test("writes stop at diskSizeMB with ENOSPC inside the sandbox; the host's disk is untouched; space comes back", async () => {
+    const df = await sh(sb.ip, "df -BM --output=size / | tail -1");
+    const size = Number(df.stdout.trim().replace(/M$/, ""));
+    assert.ok(size > DISK_MB * 0.8 && size <= DISK_MB, `df / says ${df.stdout.trim()} for a ${DISK_MB} MiB disk`);
+    const r = await sh(sb.ip, `dd if=/dev/zero of=/home/user/fill bs=1M count=${DISK_MB * 2} 2>&1; echo "exit $?"; du -m /home/user/fill`, { user: "user" });
+    assert.match(r.stdout, /No space left on device/, r.stdout);
+    assert.match(r.stdout, /exit 1/);
+    const written = Number(/(\d+)\s+\/home\/user\/fill/.exec(r.stdout)?.[1]);
+    assert.ok(written < DISK_MB, `${written} MiB written past a ${DISK_MB} MiB disk`);
+    const image = statSync(join(t.dataDir, "sandboxes", id, "disk.img"));
+    assert.ok(image.blocks * 512 <= DISK_MB * 2 ** 20, `the disk image holds ${image.blocks * 512} bytes of the host's disk`);
+    assert.equal(await health(sb.ip), 204);
+    assert.equal((await sh(sb.ip, "rm /home/user/fill && echo ok > /home/user/after && cat /home/user/after", { user: "user" })).stdout, "ok\n");
   });
 
   test("a fork loop stops at the pids limit; envd keeps answering", async () => {

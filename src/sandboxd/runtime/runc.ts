@@ -13,6 +13,7 @@ import { MAPPED_ROOT } from "./idmap.js";
 import { writeIdentity } from "./identity.js";
 import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
 import { isMounted, mountOverlay, unmount } from "./overlay.js";
+import { MIN_DISK_MB, mountDisk, unmountDisk } from "./disk.js";
 import { assertReachableBySandboxes } from "./reach.js";
 import { RuncCli } from "./runc-cli.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
@@ -47,6 +48,7 @@ function checkSpec(spec: SandboxSpec): void {
   if (!SANDBOX_ID.test(spec.sandboxID)) throw new Error(`sandbox ID ${JSON.stringify(spec.sandboxID)} must be 1-63 of [a-z0-9-]`);
   if (!(spec.cpuCount > 0 && spec.cpuCount <= 256)) throw new Error(`cpuCount ${spec.cpuCount} must be in (0, 256]`);
   if (!(Number.isInteger(spec.memoryMB) && spec.memoryMB >= 64)) throw new Error(`memoryMB ${spec.memoryMB} must be an integer ≥ 64`);
+  if (!(Number.isInteger(spec.diskSizeMB) && spec.diskSizeMB >= MIN_DISK_MB && spec.diskSizeMB <= 16 * 2 ** 20)) throw new Error(`diskSizeMB ${spec.diskSizeMB} must be an integer from ${MIN_DISK_MB} to ${16 * 2 ** 20}`);
   if (!existsSync(join(spec.rootfs, "bin", "sh"))) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
 }
 
@@ -136,11 +138,13 @@ class RuncRuntime implements Runtime {
     };
     this.records.put(rec);
     mkdirSync(dir, { mode: 0o711 });
-    const upper = join(dir, "upper");
+    const disk = join(dir, "disk");
+    await mountDisk({ image: join(dir, "disk.img"), target: disk, sizeMB: spec.diskSizeMB });
+    const upper = join(disk, "upper");
     const rootfs = join(dir, "rootfs");
-    for (const d of [upper, join(dir, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
+    for (const d of [upper, join(disk, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
     chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
-    await mountOverlay({ lower: spec.rootfs, upper, work: join(dir, "work"), target: rootfs });
+    await mountOverlay({ lower: spec.rootfs, upper, work: join(disk, "work"), target: rootfs });
     writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, nameserver: slot.hostIp });
     const hasUser = existsSync(join(spec.rootfs, "home", "user"));
     const config = ociConfig({
@@ -244,10 +248,11 @@ class RuncRuntime implements Runtime {
       step("network", () => detachSlot(this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id))),
       (async () => {
         await step("rootfs", () => unmount(join(dir, "rootfs")));
+        await step("disk", () => unmountDisk(join(dir, "disk")));
         await step("cgroup", () => removeCgroup(`/${this.cgroupParent}/${id}`));
         await step("files", async () => {
           // never into a mount: the layer is removed only once nothing is mounted on it
-          if (isMounted(join(dir, "rootfs"))) throw new Error("rootfs still mounted; files kept");
+          for (const m of ["rootfs", "disk"]) if (isMounted(join(dir, m))) throw new Error(`${m} still mounted; files kept`);
           await rm(dir, { recursive: true, force: true });
         });
       })(),

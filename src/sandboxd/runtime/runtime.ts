@@ -17,7 +17,7 @@ export interface SandboxSpec {
   rootfs: string;
   cpuCount: number;
   memoryMB: number;
-  /** Reported; enforced only where the backend can (the runc backend says how in its README). */
+  /** Size of the sandbox's writable disk (the runc backend: a thin ext4 image under the overlay's upper layer). */
   diskSizeMB: number;
   /** Outbound rules the sandbox starts with; none: every public destination is allowed. */
   egress?: EgressPolicy;

@@ -102,6 +102,8 @@ export function leftovers(dataDir: string): string[] {
     const mp = line.split(" ")[4];
     if (mp?.startsWith(dataDir + "/")) out.push(`mount ${mp}`);
   }
+  const loops = spawnSync("losetup", ["--list", "--noheadings", "--output", "NAME,BACK-FILE"], { encoding: "utf8" }).stdout;
+  for (const line of loops.split("\n")) if (line.includes(` ${dataDir}/`)) out.push(`loop device ${line.trim()}`);
   const slots = join(dataDir, "runtime", "sandboxes");
   for (const f of existsSync(slots) ? readdirSync(slots) : []) {
     const rec = JSON.parse(readFileSync(join(slots, f), "utf8")) as { hostVeth: string };
