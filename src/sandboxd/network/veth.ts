@@ -18,9 +18,9 @@ export function hostVethName(instanceKey: string, sandboxID: string): string {
  * inside the sandbox's user namespace): a veth pair with the peer created directly in there as
  * eth0, addresses and a default route via the host end, and the sandbox's firewall.
  */
-export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean; policy?: EgressPolicy; served?: ServedPorts }): Promise<void> {
+export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot; egress: boolean; policy?: EgressPolicy; served?: ServedPorts; nice?: number }): Promise<void> {
   const { pid, hostVeth, slot } = p;
-  const inNetns = (cmd: string[], input: string) => mustExec("nsenter", ["-t", String(pid), "-n", ...cmd], { input });
+  const inNetns = (cmd: string[], input: string) => mustExec("nsenter", ["-t", String(pid), "-n", ...cmd], { input, nice: p.nice });
   // The firewall goes in while the host makes the pair (they touch different namespaces), and
   // before the sandbox's interface comes up: no packet passes unfiltered.
   await Promise.all([
@@ -29,6 +29,7 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
         `link add ${hostVeth} type veth peer name eth0 netns ${pid}\n` +
         `addr add ${slot.hostIp}/${slot.prefixLength} dev ${hostVeth}\n` +
         `link set ${hostVeth} up\n`,
+      nice: p.nice,
     }),
     inNetns(["nft", "-f", "-"], sandboxRuleset({ hostIp: slot.hostIp, egress: p.egress, policy: p.policy, served: p.served })),
   ]);

@@ -11,17 +11,17 @@ export const MIN_DISK_MB = 32;
  * upper and work directories live on it, so the sandbox's writes stop at ENOSPC on its own disk
  * instead of filling the host's.
  */
-export async function mountDisk(p: { image: string; target: string; sizeMB: number }): Promise<void> {
+export async function mountDisk(p: { image: string; target: string; sizeMB: number; nice?: number }): Promise<void> {
   const fd = openSync(p.image, "wx", 0o600);
   try {
     ftruncateSync(fd, p.sizeMB * 2 ** 20);
   } finally {
     closeSync(fd);
   }
-  await mustExec("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", p.image]);
+  await mustExec("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", p.image], { nice: p.nice });
   mkdirSync(p.target, { mode: 0o755 });
   // the loop device goes with the unmount (mount sets autoclear)
-  await mustExec("mount", ["-o", "loop,nosuid,nodev,noatime", p.image, p.target]);
+  await mustExec("mount", ["-o", "loop,nosuid,nodev,noatime", p.image, p.target], { nice: p.nice });
 }
 
 /** Unmounts the disk (and frees its loop device) when mounted. */

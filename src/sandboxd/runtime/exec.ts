@@ -13,12 +13,15 @@ export interface ExecOptions {
   input?: string;
   timeoutMs?: number;
   cwd?: string;
+  /** Runs the tool at this niceness (`nice -n`): work done ahead of need yields the CPU. */
+  nice?: number;
 }
 
 /** Runs a system tool to completion without a shell; never rejects unless the tool cannot be started. */
 export function execTool(cmd: string, args: string[], opts: ExecOptions = {}): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, stdio: ["pipe", "pipe", "pipe"], timeout: opts.timeoutMs ?? 60_000 });
+    const argv = opts.nice ? ["-n", String(opts.nice), cmd, ...args] : args;
+    const child = spawn(opts.nice ? "nice" : cmd, argv, { cwd: opts.cwd, stdio: ["pipe", "pipe", "pipe"], timeout: opts.timeoutMs ?? 60_000 });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout = (stdout + d).slice(-1_000_000)));

@@ -9,12 +9,12 @@ export function isMounted(dir: string): boolean {
 }
 
 /** Mounts an overlay of the shared read-only `lower` and a per-sandbox `upper` at `target`. */
-export async function mountOverlay(p: { lower: string; upper: string; work: string; target: string }): Promise<void> {
+export async function mountOverlay(p: { lower: string; upper: string; work: string; target: string; nice?: number }): Promise<void> {
   for (const d of [p.lower, p.upper, p.work]) {
     // overlayfs splits its options on commas and lowerdir on colons
     if (/[,:\s\\]/.test(d)) throw new Error(`overlay directory ${JSON.stringify(d)} contains a comma, colon, backslash or space`);
   }
-  await mustExec("mount", ["-t", "overlay", "overlay", "-o", `lowerdir=${p.lower},upperdir=${p.upper},workdir=${p.work}`, p.target]);
+  await mustExec("mount", ["-t", "overlay", "overlay", "-o", `lowerdir=${p.lower},upperdir=${p.upper},workdir=${p.work}`, p.target], { nice: p.nice });
 }
 
 /** Unmounts `target` when mounted (lazily when still busy). */

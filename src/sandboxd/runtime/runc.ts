@@ -42,6 +42,8 @@ export interface RuncOptions {
 }
 
 const SANDBOX_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+/** Niceness of the host-side tools that make a sandbox started ahead of need. */
+const BACKGROUND_NICE = 10;
 
 /** Rejects a spec the runtime cannot make, with a message naming the field. */
 function checkSpec(spec: SandboxSpec): void {
@@ -139,12 +141,15 @@ class RuncRuntime implements Runtime {
     this.records.put(rec);
     mkdirSync(dir, { mode: 0o711 });
     const disk = join(dir, "disk");
-    await mountDisk({ image: join(dir, "disk.img"), target: disk, sizeMB: spec.diskSizeMB });
+    // a sandbox made ahead of need runs its host-side tools niced (runc itself is not: the
+    // container's processes would inherit it; their CPU share is set by the cgroup instead)
+    const nice = spec.background ? BACKGROUND_NICE : undefined;
+    await mountDisk({ image: join(dir, "disk.img"), target: disk, sizeMB: spec.diskSizeMB, nice });
     const upper = join(disk, "upper");
     const rootfs = join(dir, "rootfs");
     for (const d of [upper, join(disk, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
     chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
-    await mountOverlay({ lower: spec.rootfs, upper, work: join(disk, "work"), target: rootfs });
+    await mountOverlay({ lower: spec.rootfs, upper, work: join(disk, "work"), target: rootfs, nice });
     writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, nameserver: slot.hostIp });
     const hasUser = existsSync(join(spec.rootfs, "home", "user"));
     const config = ociConfig({
@@ -174,7 +179,7 @@ class RuncRuntime implements Runtime {
     }
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served }).then(() => Date.now());
+    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served, nice }).then(() => Date.now());
     const started = this.runc.verb("start", id).then(() => Date.now());
     const [tNet, tStart] = await Promise.all([wired, started]);
     signal?.throwIfAborted();
