@@ -30,6 +30,8 @@ export interface Started {
   proc: ChildProcess;
   /** ms from spawn() to the first 204 from GET /health. */
   ms: number;
+  /** now() just before spawn(). */
+  spawnedAt: number;
   stop(): Promise<void>;
 }
 
@@ -48,7 +50,7 @@ export async function timeToHealthy(file: string, args: string[], port: number, 
     }
   };
   for (;;) {
-    if ((await health(port)) === 204) return { proc, ms: now() - t0, stop };
+    if ((await health(port)) === 204) return { proc, ms: now() - t0, spawnedAt: t0, stop };
     if (proc.exitCode !== null || now() - t0 > timeoutMs) {
       await stop();
       throw new Error(`${file} did not become healthy: exit ${proc.exitCode}; ${err.slice(0, 500)}`);

@@ -1,12 +1,13 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { daemonArgs, ENVD_BIN, ROOT, withDaemon } from "../lib/daemon.js";
-import { localRun } from "../lib/process-stream.js";
+import { localRun, startToEnd } from "../lib/process-stream.js";
 import { memStatus } from "../lib/procfs.js";
 import { compared, single } from "../lib/rows.js";
 import { median, mib, now, sleep } from "../lib/stats.js";
 import { bareNodeArgs, freePort, timeToHealthy } from "../lib/startup.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
+import { benchTransports } from "../lib/transports.js";
 import { warmUp } from "../lib/warmup.js";
 
 const ID = "6-footprint";
@@ -16,13 +17,36 @@ interface Sample {
   rss: number;
 }
 
+/** A program the scenario starts. */
+interface Kind {
+  label: string;
+  file: string;
+  args: (port: number) => string[];
+  /** An envd: also timed to its first command. */
+  envd: boolean;
+}
+
 /** Starts a program until healthy, waits `settleMs`, reads its RSS, stops it. */
-async function sample(file: string, args: (port: number) => string[], settleMs: number): Promise<Sample> {
+async function sample(k: Kind, settleMs: number): Promise<Sample> {
   const port = await freePort();
-  const s = await timeToHealthy(file, args(port), port);
+  const s = await timeToHealthy(k.file, k.args(port), port);
   try {
     await sleep(settleMs);
     return { ms: s.ms, rss: memStatus(s.proc.pid!).rss };
+  } finally {
+    await s.stop();
+  }
+}
+
+/** ms from exec to the end of the first Process.Start (an echo, Connect JSON as the e2b SDK sends it), issued at the first 204. */
+async function firstCommand(k: Kind): Promise<number> {
+  const port = await freePort();
+  const s = await timeToHealthy(k.file, k.args(port), port);
+  try {
+    const client = benchTransports(`http://127.0.0.1:${port}`).proc.json;
+    const out = await startToEnd(client, "/bin/echo", ["first"]);
+    if (out.exitCode !== 0) throw new Error(`${k.label}: the first command ended with ${out.exitCode}`);
+    return now() - s.spawnedAt;
   } finally {
     await s.stop();
   }
@@ -48,15 +72,20 @@ export const footprint: Scenario = {
     const settle = ctx.quick ? 200 : 1500;
     const scratch = mkdtempSync(join(ctx.tmp, "envd-"));
     const sea = await seaBinary(ctx.tmp);
-    const kinds: { label: string; file: string; args: (p: number) => string[] }[] = [
-      { label: "bare node", file: process.execPath, args: bareNodeArgs },
-      { label: "envd (node dist/envd)", file: ENVD_BIN, args: (p) => daemonArgs(p, scratch) },
+    const envd = (p: number) => daemonArgs(p, scratch);
+    const kinds: Kind[] = [
+      { label: "bare node", file: process.execPath, args: bareNodeArgs, envd: false },
+      { label: "envd (node dist/envd)", file: ENVD_BIN, args: envd, envd: true },
     ];
-    if (sea) kinds.push({ label: "envd SEA executable", file: sea, args: (p) => daemonArgs(p, scratch) });
+    if (sea) kinds.push({ label: "envd SEA executable", file: sea, args: envd, envd: true });
     const samples = new Map<string, Sample[]>(kinds.map((k) => [k.label, []]));
+    const firsts = new Map<string, number[]>(kinds.map((k) => [k.label, []]));
     const nodeExit: number[] = [];
     for (let i = 0; i < reps; i++) {
-      for (const k of i % 2 ? [...kinds].reverse() : kinds) samples.get(k.label)!.push(await sample(k.file, k.args, settle));
+      for (const k of i % 2 ? [...kinds].reverse() : kinds) {
+        samples.get(k.label)!.push(await sample(k, settle));
+        if (k.envd) firsts.get(k.label)!.push(await firstCommand(k));
+      }
       const t0 = now();
       await localRun(process.execPath, ["-e", "0"]);
       nodeExit.push(now() - t0);
@@ -72,6 +101,7 @@ export const footprint: Scenario = {
       rows.push(
         compared({ scenario: ID, metric: `${k.label}: idle RSS after start`, value: mib(median(xs.map((s) => s.rss))), unit: "MiB", baseline: bareRss, baselineLabel: "bare node /health server", target: { text: "≤ bare + 5 MiB", met: (r) => r.value - r.baseline <= 5 } }),
         compared({ scenario: ID, metric: `${k.label}: exec → first 204 from /health`, value: median(xs.map((s) => s.ms)), unit: "ms", baseline: bareMs, baselineLabel: "bare node /health server", target: { text: "≤ bare + 30 ms", met: (r) => r.value - r.baseline <= 30 } }),
+        compared({ scenario: ID, metric: `${k.label}: exec → first command answered (Process.Start of echo, to its end)`, value: median(firsts.get(k.label)!), unit: "ms", baseline: bareMs, baselineLabel: "bare node: exec → first 204" }),
       );
     }
     rows.push(single(ID, "bare `node -e 0` exec → exit (reference)", median(nodeExit), "ms"));
