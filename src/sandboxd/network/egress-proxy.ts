@@ -93,7 +93,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
         }
         // Both sides half-open: an end in one direction is passed on (pipe ends the other
         // socket's writable side) and the other direction keeps flowing; an error ends both.
-        const upstream = connect({ host: ip, port, timeout: DIAL_MS, allowHalfOpen: true });
+        const upstream = connect({ host: ip, port, timeout: DIAL_MS, allowHalfOpen: true, noDelay: true });
         sockets.add(upstream);
         upstream.once("close", (hadError) => {
           sockets.delete(upstream);
@@ -114,7 +114,8 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
   };
 
   const listen = async (port: number, peek: (b: Buffer) => Peek): Promise<[Server, number]> => {
-    const server = createServer({ allowHalfOpen: true }, (c) => handle(c, port, peek));
+    // a byte pipe: segments go on as they come (no Nagle delay on either side)
+    const server = createServer({ allowHalfOpen: true, noDelay: true }, (c) => handle(c, port, peek));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(0, "0.0.0.0", () => resolve());

@@ -26,7 +26,7 @@ class SandboxAgent extends Agent {
 
 /** An HTTP/1.1 keep-alive agent for sandbox ports (sockets idle past the limit are closed). */
 export function createAgent(limits: ProxyLimits): Agent {
-  return new SandboxAgent({ keepAlive: true, maxSockets: limits.maxPerSandbox, maxFreeSockets: 32, timeout: limits.idleTimeoutMs, scheduling: "lifo" });
+  return new SandboxAgent({ keepAlive: true, noDelay: true, maxSockets: limits.maxPerSandbox, maxFreeSockets: 32, timeout: limits.idleTimeoutMs, scheduling: "lifo" });
 }
 
 /** Arms a connect timeout on a fresh socket: a port that never answers counts as not open. */

@@ -1,3 +1,4 @@
+import { createConnection } from "node:net";
 import { connect, constants, type ClientHttp2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders } from "node:http2";
 import { isDialFailure, timeoutError, type ProxyLimits } from "./dial.js";
 import { endToEnd } from "./headers.js";
@@ -18,7 +19,7 @@ export class H2cPool {
     const key = `${sandboxID}@${ip}:${port}`;
     const known = this.sessions.get(key);
     if (known && !known.closed && !known.destroyed) return known;
-    const session = connect(`http://${ip}:${port}`, { settings: { enablePush: false } });
+    const session = connect(`http://${ip}:${port}`, { settings: { enablePush: false }, createConnection: () => createConnection({ host: ip, port, noDelay: true }) });
     this.sessions.set(key, session);
     const forget = () => {
       if (this.sessions.get(key) === session) this.sessions.delete(key);

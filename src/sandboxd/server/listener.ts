@@ -42,6 +42,9 @@ export function createListener(opts: { key: Buffer; cert: Buffer; dispatcher: Di
     session.on("close", () => sessions.delete(session));
     session.on("error", (err) => log.debug({ err: err.message }, "http2 session error"));
   });
+  // Answers go out as written: with Nagle on, a response's last small segment waits for the
+  // client's delayed ACK (up to 40 ms on Linux) whenever the one before it is unacknowledged.
+  server.on("connection", (socket: Socket) => socket.setNoDelay(true));
   server.on("secureConnection", (socket: Socket & { alpnProtocol?: string | false }) => {
     sockets.add(socket);
     if (socket.alpnProtocol !== "h2") socket.setTimeout(IDLE_TIMEOUT_MS, () => socket.destroy());
