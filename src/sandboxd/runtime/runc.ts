@@ -216,8 +216,9 @@ class RuncRuntime implements Runtime {
     });
   }
 
-  foreground(sandboxID: string, cpuCount: number): Promise<void> {
-    return this.serial(sandboxID, async () => setCpuShares(`/${this.cgroupParent}/${sandboxID}`, cpuShares(cpuCount)));
+  async foreground(sandboxID: string, cpuCount: number): Promise<void> {
+    // not queued behind a create in flight: raising a share is safe at any time once the cgroup exists
+    setCpuShares(`/${this.cgroupParent}/${sandboxID}`, cpuShares(cpuCount));
   }
 
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {
