@@ -29,8 +29,6 @@ export interface WarmPoolOptions {
   newID(): string;
   /** Whether user-facing creates are in flight; refills wait for them so they get the CPU first. */
   foregroundBusy(): boolean;
-  /** A create now waits for this sandbox being started: give it a live sandbox's priority. */
-  boost?(sandboxID: string, tpl: Template): void;
   /** Which of these sandboxes still run (a pooled sandbox can die: killed, OOM, a host reboot). */
   running?(sandboxIDs: string[]): Promise<Set<string>>;
 }
@@ -64,8 +62,6 @@ export class WarmPool {
   private readonly failures = new Map<string, { count: number; until: number }>();
   /** Sandboxes being started, by template build. */
   private readonly filling = new Map<string, Set<Promise<void>>>();
-  /** The sandbox each start in flight makes. */
-  private readonly fills = new Map<Promise<void>, { sandboxID: string; tpl: Template }>();
   private readonly abort = new AbortController();
   private wake?: () => void;
   private loop?: Promise<void>;
@@ -96,10 +92,6 @@ export class WarmPool {
     let got = this.ready.get(key)?.shift();
     const starting = this.filling.get(key);
     if (!got && starting && starting.size > 0) {
-      for (const p of starting) {
-        const f = this.fills.get(p);
-        if (f) this.o.boost?.(f.sandboxID, f.tpl);
-      }
       await Promise.race(starting);
       got = this.ready.get(key)?.shift();
     }
@@ -204,20 +196,18 @@ export class WarmPool {
       const key = KEY(short[0]);
       const set = this.filling.get(key) ?? new Set();
       this.filling.set(key, set);
-      const id = this.o.newID();
-      const p: Promise<void> = this.fill(short[0], id).finally(() => {
+      const p: Promise<void> = this.fill(short[0]).finally(() => {
         set.delete(p);
-        this.fills.delete(p);
         if (set.size === 0 && this.filling.get(key) === set) this.filling.delete(key);
         this.kick();
       });
       set.add(p);
-      this.fills.set(p, { sandboxID: id, tpl: short[0] });
     }
   }
 
-  private async fill(tpl: Template, id: string): Promise<void> {
+  private async fill(tpl: Template): Promise<void> {
     const key = KEY(tpl);
+    const id = this.o.newID();
     const t0 = Date.now();
     try {
       const w = await this.o.make(tpl, id, this.abort.signal);

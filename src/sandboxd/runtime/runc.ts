@@ -216,9 +216,8 @@ class RuncRuntime implements Runtime {
     });
   }
 
-  async foreground(sandboxID: string, cpuCount: number): Promise<void> {
-    // not queued behind a create in flight: raising a share is safe at any time once the cgroup exists
-    setCpuShares(`/${this.cgroupParent}/${sandboxID}`, cpuShares(cpuCount));
+  foreground(sandboxID: string, cpuCount: number): Promise<void> {
+    return this.serial(sandboxID, async () => setCpuShares(`/${this.cgroupParent}/${sandboxID}`, cpuShares(cpuCount)));
   }
 
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {

@@ -55,10 +55,7 @@ export interface Runtime {
   freeze(sandboxID: string): Promise<void>;
   /** Thaws a frozen sandbox; a running one is left as it is. */
   thaw(sandboxID: string): Promise<void>;
-  /**
-   * Gives a sandbox started in the background the CPU share `cpuCount` earns (as a normal create
-   * has); may be called while it is still being created, and fails until its cgroup exists.
-   */
+  /** Gives a sandbox started in the background the CPU share `cpuCount` earns (as a normal create has). */
   foreground(sandboxID: string, cpuCount: number): Promise<void>;
   /** Replaces a live sandbox's outbound rules: new connections follow them, established ones live on. */
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void>;

@@ -54,7 +54,7 @@ export interface SandboxService {
 }
 
 const ENVD_PORT = 49983;
-const QUIET_AFTER_CREATE_MS = 100;
+const QUIET_AFTER_CREATE_MS = 300;
 
 /** Creates the service over a store and a runtime; call reconcile() before serving. */
 export function createSandboxService(opts: {

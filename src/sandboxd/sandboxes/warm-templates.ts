@@ -9,17 +9,6 @@ import { makeWarm, poolable } from "./launch.js";
 /** A template other than the default stays warm this long after its last create. */
 const WARM_FOR_MS = 10 * 60_000;
 
-/** Raises a sandbox being started to a live one's CPU share as soon as its cgroup exists (tries for 2 s). */
-async function boost(runtime: Runtime, sandboxID: string, cpuCount: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    try {
-      return await runtime.foreground(sandboxID, cpuCount);
-    } catch {
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
-}
-
 /** A new sandbox ID: "i" + 20 of [a-z0-9], as E2B's. */
 export const newSandboxID = (): string => "i" + randomId(20);
 
@@ -39,7 +28,6 @@ export function createServicePool(o: { store: Store; runtime: Runtime; log: Logg
     size: o.size, log: o.log, templates, newID: newSandboxID, foregroundBusy: o.foregroundBusy,
     make: (tpl, id, signal) => makeWarm(o.runtime, tpl, id, signal),
     remove: (id) => o.runtime.remove(id),
-    boost: (id, tpl) => void boost(o.runtime, id, tpl.cpuCount),
     running: async (ids) => {
       const live = new Set((await o.runtime.list()).filter((x) => x.status === "running").map((x) => x.sandboxID));
       return new Set(ids.filter((id) => live.has(id)));
