@@ -54,7 +54,7 @@ export interface SandboxService {
 }
 
 const ENVD_PORT = 49983;
-const QUIET_AFTER_CREATE_MS = 300;
+const QUIET_AFTER_CREATE_MS = 100;
 
 /** Creates the service over a store and a runtime; call reconcile() before serving. */
 export function createSandboxService(opts: {
