@@ -21,8 +21,10 @@ const ID = "10-sandbox-create";
 const SDK_ROUNDS = `
 const { Sandbox } = await import("e2b");
 const n = Number(process.argv[1]);
+const pauseMs = Number(process.argv[2] ?? 0);
 const ms = [];
 for (let i = 0; i < n; i++) {
+  if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
   const t0 = performance.now();
   const sbx = await Sandbox.create();
   const r = await sbx.commands.run("true");
@@ -44,8 +46,8 @@ process.stdin.resume();
 process.stdin.on("end", async () => { await Promise.all(all.map((s) => s.kill())); process.exit(0); });
 `;
 
-function sdkChild(script: string, arg: number, env: Record<string, string>) {
-  return spawn(NODE, ["--input-type=module", "-e", script, String(arg)], {
+function sdkChild(script: string, arg: number, env: Record<string, string>, arg2?: number) {
+  return spawn(NODE, ["--input-type=module", "-e", script, String(arg), ...(arg2 === undefined ? [] : [String(arg2)])], {
     cwd: ROOT,
     env: { ...process.env, ...env, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "" },
     stdio: ["pipe", "pipe", "pipe"],
@@ -53,8 +55,8 @@ function sdkChild(script: string, arg: number, env: Record<string, string>) {
 }
 
 /** Runs a script to its end; resolves with its last stdout line parsed as JSON. */
-function sdkRun<T>(script: string, arg: number, env: Record<string, string>): Promise<T> {
-  const child = sdkChild(script, arg, env);
+function sdkRun<T>(script: string, arg: number, env: Record<string, string>, arg2?: number): Promise<T> {
+  const child = sdkChild(script, arg, env, arg2);
   child.stdin.end();
   let out = "";
   let err = "";
@@ -103,6 +105,8 @@ function rssMiB(pid: number): number {
 
 /** The warm pool's size in the pooled half of the scenario (sandboxd's default). */
 const POOL = 2;
+/** The pause between rounds of the spaced run: the pool has refilled before each create. */
+const SPACED_MS = 1500;
 
 /** Pool claims and misses sandboxd counted (its /metrics). */
 async function createCounts(s: Sandboxd): Promise<{ pool: number; cold: number }> {
@@ -111,12 +115,15 @@ async function createCounts(s: Sandboxd): Promise<{ pool: number; cold: number }
   return { pool: n("pool"), cold: n("cold") };
 }
 
-/** Create → first command, `rounds` times in a row, on a sandboxd with `pool` warm sandboxes per template (0: every create is cold). */
-async function rounds(n: number, pool: number): Promise<{ ms: number[]; claimed: number }> {
+/**
+ * Create → first command, `n` times, on a sandboxd with `pool` warm sandboxes per template (0:
+ * every create is cold); with `pauseMs`, that long between a kill and the next create.
+ */
+async function rounds(n: number, pool: number, pauseMs = 0): Promise<{ ms: number[]; claimed: number }> {
   const s = await startSandboxd({ args: ["--warm-pool", String(pool)] });
   try {
     if (pool > 0) await waitWarmPool(s, pool);
-    const ms = await sdkRun<number[]>(SDK_ROUNDS, n, s.sdkEnv);
+    const ms = await sdkRun<number[]>(SDK_ROUNDS, n, s.sdkEnv, pauseMs);
     return { ms, claimed: (await createCounts(s)).pool };
   } finally {
     await s.stop();
@@ -134,6 +141,7 @@ export const sandboxCreate: Scenario = {
     const n = ctx.quick ? 3 : 50;
     const idle = ctx.quick ? 3 : 50;
     const pooled = await rounds(n, POOL);
+    const spaced = await rounds(ctx.quick ? 2 : 20, POOL, SPACED_MS);
     const cold = await rounds(n, 0);
     const bare = await bareRunc(n);
     const rows: Row[] = [];
@@ -142,6 +150,12 @@ export const sandboxCreate: Scenario = {
         scenario: ID, metric: `create → first command, warm pool of ${POOL}, p${p} (${n} sandboxes in a row; ${pooled.claimed} claimed from the pool)`, value: percentile(pooled.ms, p), unit: "ms",
         baseline: percentile(bare, p), baselineLabel: "runc run true, same rootfs",
         target: p === 50 ? { text: "≤ 300 ms and ≤ 2×", met: (r) => r.value <= 300 && r.ratio <= 2 } : undefined,
+      }));
+    }
+    for (const p of [50, 95]) {
+      rows.push(compared({
+        scenario: ID, metric: `create → first command, warm pool of ${POOL}, creates ${SPACED_MS / 1000} s apart, p${p} (${spaced.ms.length} sandboxes; ${spaced.claimed} claimed)`, value: percentile(spaced.ms, p), unit: "ms",
+        baseline: percentile(bare, p), baselineLabel: "runc run true, same rootfs",
       }));
     }
     for (const p of [50, 95]) {
