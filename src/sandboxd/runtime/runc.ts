@@ -13,7 +13,8 @@ import { MAPPED_ROOT } from "./idmap.js";
 import { writeIdentity } from "./identity.js";
 import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
 import { isMounted, mountOverlay, unmount } from "./overlay.js";
-import { MIN_DISK_MB, mountDisk, unmountDisk } from "./disk.js";
+import { mountDisk, unmountDisk } from "./disk.js";
+import { BACKGROUND_NICE, checkSpec, SANDBOX_ID, tail } from "./spec.js";
 import { assertReachableBySandboxes } from "./reach.js";
 import { RuncCli } from "./runc-cli.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
@@ -39,19 +40,6 @@ export interface RuncOptions {
   tiniPath?: string;
   /** How long create() waits for envd to accept connections (default 30 s). */
   startTimeoutMs?: number;
-}
-
-const SANDBOX_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
-/** Niceness of the host-side tools that make a sandbox started ahead of need. */
-const BACKGROUND_NICE = 10;
-
-/** Rejects a spec the runtime cannot make, with a message naming the field. */
-function checkSpec(spec: SandboxSpec): void {
-  if (!SANDBOX_ID.test(spec.sandboxID)) throw new Error(`sandbox ID ${JSON.stringify(spec.sandboxID)} must be 1-63 of [a-z0-9-]`);
-  if (!(spec.cpuCount > 0 && spec.cpuCount <= 256)) throw new Error(`cpuCount ${spec.cpuCount} must be in (0, 256]`);
-  if (!(Number.isInteger(spec.memoryMB) && spec.memoryMB >= 64)) throw new Error(`memoryMB ${spec.memoryMB} must be an integer ≥ 64`);
-  if (!(Number.isInteger(spec.diskSizeMB) && spec.diskSizeMB >= MIN_DISK_MB && spec.diskSizeMB <= 16 * 2 ** 20)) throw new Error(`diskSizeMB ${spec.diskSizeMB} must be an integer from ${MIN_DISK_MB} to ${16 * 2 ** 20}`);
-  if (!existsSync(join(spec.rootfs, "bin", "sh"))) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
 }
 
 /** The runc backend of the Runtime contract (see SANDBOXD.md and the runtime's README text). */
@@ -296,14 +284,5 @@ class RuncRuntime implements Runtime {
     }
     // the instance's parent cgroup goes once it is empty (runc makes it again when needed)
     removeCgroup(`/${this.cgroupParent}`);
-  }
-}
-
-/** The last lines of the sandbox's console log, for error messages. */
-function tail(file: string): string {
-  try {
-    return readFileSync(file, "utf8").slice(-3000).trim() || "(no output)";
-  } catch {
-    return "(no output)";
   }
 }
