@@ -1,8 +1,10 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { existingCgroupDirs } from "../../src/sandboxd/runtime/cgroups.js";
 import { api } from "./helpers/api-client.js";
 import { call, startSandboxd, waitWarmPool, warmPoolReady, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
@@ -15,16 +17,14 @@ function containers(s: Sandboxd): { id: string; pid: number; status: string }[] 
   return (JSON.parse(r.stdout.trim() || "null") as { id: string; pid: number; status: string }[] | null) ?? [];
 }
 
-/** A sandbox's cpu.shares (cgroup v1) or cpu.weight (v2), found by its ID under any sandboxd parent. */
-function cpuShare(id: string): number {
-  const found = spawnSync("find", ["/sys/fs/cgroup", "-maxdepth", "4", "-type", "d", "-name", id], { encoding: "utf8" }).stdout.split("\n").filter(Boolean);
-  for (const dir of found) {
+/** The cgroup parent of a sandboxd's sandboxes (named by a hash of its data dir, as the runtime names it). */
+const cgroupParent = (s: Sandboxd) => `sandboxd-${createHash("sha256").update(resolve(s.dataDir)).digest("hex").slice(0, 10)}`;
+
+/** A sandbox's cpu.shares (cgroup v1) or cpu.weight (v2), read where the runtime puts its cgroup; NaN when it has none. */
+function cpuShare(s: Sandboxd, id: string): number {
+  for (const dir of existingCgroupDirs(`/${cgroupParent(s)}/${id}`)) {
     for (const f of ["cpu.shares", "cpu.weight"]) {
-      try {
-        return Number(readFileSync(join(dir, f), "utf8"));
-      } catch {
-        // not the cpu controller's directory
-      }
+      if (existsSync(join(dir, f))) return Number(readFileSync(join(dir, f), "utf8"));
     }
   }
   return NaN;
@@ -65,7 +65,7 @@ describe("the warm pool of a real sandboxd", { skip: RUNC ? false : "runc is not
       assert.equal((await api(s, ca, "GET", `/sandboxes/${c.id}`)).status, 404);
       const proxied = await call(s.port, ca, `49983-${c.id}.e2b.localhost`, "/health");
       assert.equal(proxied.status, 502, "the proxy does not route to a pooled sandbox");
-      assert.equal(cpuShare(c.id), 256);
+      assert.equal(cpuShare(s, c.id), 256, `cgroup dirs of ${c.id}: ${JSON.stringify(existingCgroupDirs(`/${cgroupParent(s)}/${c.id}`))}`);
     }
   });
 
@@ -87,7 +87,7 @@ describe("the warm pool of a real sandboxd", { skip: RUNC ? false : "runc is not
     assert.equal(got.tokenless, 401, "a secure sandbox from the pool refuses requests without its access token");
     assert.match(table(s, got.id), /set deny \{[^}]*elements = \{ 0\.0\.0\.0\/0 \}/s, "the create's deny-all rule replaced the pool's open rules");
     for (const other of pooled) if (other !== got.id) assert.doesNotMatch(table(s, other), /0\.0\.0\.0\/0/, "pooled sandboxes keep the open rules");
-    assert.equal(cpuShare(got.id), 2048, "the claimed sandbox has the CPU share of its 2 vCPUs");
+    assert.equal(cpuShare(s, got.id), 2048, "the claimed sandbox has the CPU share of its 2 vCPUs");
     const after = await creates(s);
     assert.equal(after.pool, before.pool + 1);
     assert.equal(after.cold, before.cold);
@@ -127,7 +127,7 @@ describe("the warm pool of a real sandboxd", { skip: RUNC ? false : "runc is not
     s = await startSandboxd({ dataDir: first.dataDir });
     try {
       assert.deepEqual(containers(s), [], `${new Date().toISOString()}\n${first.logs().slice(-2500)}\n${s.logs().slice(-2500)}`);
-      for (const id of leftover) assert.ok(Number.isNaN(cpuShare(id)), `the cgroup of ${id} is removed`);
+      for (const id of leftover) assert.ok(Number.isNaN(cpuShare(s, id)), `the cgroup of ${id} is removed`);
       assert.equal(await warmPoolReady(s), 0);
     } finally {
       await s.stop();
