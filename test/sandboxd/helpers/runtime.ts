@@ -118,7 +118,14 @@ export function cgroupDirsLike(fragment: string): string[] {
   for (const m of cgroupMounts()) {
     const walk = (d: string, depth: number) => {
       if (depth > 3) return;
-      for (const e of readdirSync(d, { withFileTypes: true })) {
+      let entries;
+      try {
+        entries = readdirSync(d, { withFileTypes: true });
+      } catch {
+        // removed meanwhile (other tests' sandboxes and builds come and go while this walks)
+        return;
+      }
+      for (const e of entries) {
         if (!e.isDirectory()) continue;
         if (e.name.includes(fragment)) out.push(join(d, e.name));
         walk(join(d, e.name), depth + 1);
