@@ -141,13 +141,19 @@ async function connect(url: string, cleanup: () => Promise<void>): Promise<Page>
         // Loaded means this URL's document, complete (a load event may still be about:blank's).
         const deadline = Date.now() + 30_000;
         const check = JSON.stringify(url);
+        let loaded = false;
         for (;;) {
           const done = await send("Runtime.evaluate", { expression: `location.href === ${check} && document.readyState === "complete"`, returnByValue: true });
-          if (done.result?.value === true) break;
+          if (done.result?.value === true) {
+            loaded = true;
+            break;
+          }
+          // a change of the machine's addresses during this load may have aborted it: load again
+          if (networkChanged !== before && attempt < 5 && Date.now() > deadline - 25_000) break;
           if (Date.now() > deadline) throw new Error(`${url} did not finish loading`);
           await new Promise((res) => setTimeout(res, 100));
         }
-        if (networkChanged === before || attempt >= 5) return;
+        if (loaded && (networkChanged === before || attempt >= 5)) return;
       }
     },
     async screenshot() {
