@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { cachedBaseRootfs } from "../../src/sandboxd/images/base.js";
+import { sandboxSkipReason } from "../../test/sandboxd/helpers/sandboxd.js";
 import type { BenchContext } from "./types.js";
 
 /** Thrown when the daemon does not implement what a scenario needs; the scenario shows "not available". */
@@ -32,10 +33,13 @@ export async function probe<T>(feature: string, fn: () => Promise<T>): Promise<T
 }
 
 /**
- * The quick run is a smoke of the scenarios: a sandboxd scenario never waits minutes there for
- * debootstrap to build the base rootfs (a full run, or the sandboxd tests, build it once).
+ * What a sandboxd scenario needs: root and runc (else NotAvailable, with the reason), and in the
+ * quick run, which is a smoke of the scenarios, a base rootfs already built: it never waits
+ * minutes there for debootstrap (a full run, or the sandboxd tests, build it once).
  */
-export function needCachedBase(ctx: BenchContext): void {
+export function needSandboxes(ctx: BenchContext): void {
+  const skip = sandboxSkipReason();
+  if (skip) throw new NotAvailable(skip);
   if (ctx.quick && !cachedBaseRootfs(process.env.SANDBOXD_CACHE_DIR ?? "/var/cache/sandboxd")) {
     throw new NotAvailable("the base rootfs is not built on this machine yet (a full run or the sandboxd tests build it)");
   }

@@ -2,8 +2,8 @@ import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import { startFakeInternet } from "../../test/sandboxd/helpers/fake-internet.js";
-import { NODE, ROOT, sandboxSkipReason, startSandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
-import { needCachedBase, NotAvailable } from "../lib/available.js";
+import { NODE, ROOT, startSandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
+import { needSandboxes } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
@@ -88,9 +88,7 @@ export const egressPolicy: Scenario = {
   id: ID,
   title: "sandboxd: egress policy — allowed TCP and proxied HTTPS vs no policy; updateNetwork with 1,000 rules",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const skip = sandboxSkipReason();
-    if (skip) throw new NotAvailable(skip);
-    needCachedBase(ctx);
+    needSandboxes(ctx);
     const rounds = ctx.quick ? 2 : 7;
     const mib = ctx.quick ? 16 : 256;
     const net = await startFakeInternet({

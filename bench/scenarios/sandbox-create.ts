@@ -6,8 +6,8 @@ import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
 import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
 import { removeCgroup } from "../../src/sandboxd/runtime/cgroups.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
-import { call, NODE, ROOT, sandboxSkipReason, startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
-import { needCachedBase, NotAvailable } from "../lib/available.js";
+import { call, NODE, ROOT, startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
+import { needSandboxes } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
 import { percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -135,9 +135,7 @@ export const sandboxCreate: Scenario = {
   id: ID,
   title: "sandboxd: Sandbox.create() → first commands.run('true') → kill, vs runc run of the same rootfs",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const skip = sandboxSkipReason();
-    if (skip) throw new NotAvailable(skip);
-    needCachedBase(ctx);
+    needSandboxes(ctx);
     const n = ctx.quick ? 3 : 50;
     const idle = ctx.quick ? 3 : 50;
     const pooled = await rounds(n, POOL);

@@ -7,9 +7,9 @@ import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
 import { removeCgroup } from "../../src/sandboxd/runtime/cgroups.js";
 import { api } from "../../test/sandboxd/helpers/api-client.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
-import { sandboxSkipReason, startSandboxd, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
+import { startSandboxd, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { runSdk, waitForBuild } from "../../test/sandboxd/helpers/templates.js";
-import { needCachedBase, NotAvailable } from "../lib/available.js";
+import { needSandboxes } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
 import { percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
@@ -68,9 +68,7 @@ export const templateBuild: Scenario = {
   id: ID,
   title: "sandboxd: template build of one RUN step and a fully cached rebuild, vs runc run of the step; template and sandbox disk",
   async run(ctx: BenchContext): Promise<Row[]> {
-    const skip = sandboxSkipReason();
-    if (skip) throw new NotAvailable(skip);
-    needCachedBase(ctx);
+    needSandboxes(ctx);
     const rounds = ctx.quick ? 1 : 5;
     const s = await startSandboxd({ args: ["--network-cidr", "10.12.213.0/24"] });
     const ca = readFileSync(s.caFile);
