@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { readFileSync } from "node:fs";
+import { isLogLevel, LOG_LEVELS } from "../common/log.js";
 
 /** Whether text is a lower-case hex SHA-512. */
 export function isTokenHash(text: string): boolean {
@@ -56,7 +57,7 @@ const options = {
   host: { type: "string", env: "ENVD_HOST", help: "address to bind (:: is dual-stack)", def: "::" },
   "default-user": { type: "string", env: "ENVD_DEFAULT_USER", help: "user for requests that name none", def: "root" },
   "default-workdir": { type: "string", env: "ENVD_DEFAULT_WORKDIR", help: "directory substituted for empty paths", def: "" },
-  "log-level": { type: "string", env: "ENVD_LOG_LEVEL", help: "trace|debug|info|warn|error|silent", def: "info" },
+  "log-level": { type: "string", env: "ENVD_LOG_LEVEL", help: LOG_LEVELS.join("|"), def: "info" },
   "access-token-hash": { type: "string", env: "ENVD_ACCESS_TOKEN_HASH", help: "hex SHA-512 of a token /init may set", def: "" },
   "access-token-hash-file": { type: "string", env: "ENVD_ACCESS_TOKEN_HASH_FILE", help: "file holding that hash", def: "" },
   clock: { type: "string", env: "ENVD_CLOCK", help: "clock /init steps: system|off|file:PATH", def: "system" },
@@ -119,6 +120,8 @@ function int(name: string, text: string, min: number, max: number): number {
 function build(get: (name: OptionName) => string): Config {
   const hash = get("access-token-hash").trim().toLowerCase();
   if (hash && !isTokenHash(hash)) throw new Error("access token hash must be 128 hex characters (SHA-512)");
+  const logLevel = get("log-level");
+  if (!isLogLevel(logLevel)) throw new Error(`--log-level must be one of ${LOG_LEVELS.join("|")}, got '${logLevel}'`);
   const clockText = get("clock");
   let clock: ClockMode;
   if (clockText === "system" || clockText === "off") clock = { kind: clockText };
@@ -129,7 +132,7 @@ function build(get: (name: OptionName) => string): Config {
     host: get("host"),
     defaultUser: get("default-user"),
     defaultWorkdir: get("default-workdir") || undefined,
-    logLevel: get("log-level"),
+    logLevel,
     accessTokenHash: hash || undefined,
     accessTokenHashFile: get("access-token-hash-file") || undefined,
     clock,

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { parseArgs } from "node:util";
 import { parseUpstream } from "./network/dns-forwarder.js";
+import { isLogLevel, LOG_LEVELS } from "../common/log.js";
 
 /** Everything `sandboxd serve` runs with; resolved once at start from flags, then environment, then defaults. */
 export interface Config {
@@ -50,7 +51,6 @@ const options: Record<string, Option> = {
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
-const LOG_LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
 
 /** The `sandboxd --help` text. */
 export function usage(version: string): string {
@@ -136,7 +136,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
   try {
     const listen = parseListen(get("listen"));
     const logLevel = get("log-level");
-    if (!LOG_LEVELS.has(logLevel)) throw new Error(`--log-level must be one of ${[...LOG_LEVELS].join("|")}, got '${logLevel}'`);
+    if (!isLogLevel(logLevel)) throw new Error(`--log-level must be one of ${LOG_LEVELS.join("|")}, got '${logLevel}'`);
     const egress = get("egress-interface");
     if (egress !== "none" && !/^[A-Za-z0-9_.:-]{1,15}$/.test(egress)) throw new Error(`--egress-interface must be an interface name or none, got '${egress}'`);
     for (const dir of ["data-dir", "cache-dir"]) if (get(dir) === "") throw new Error(`--${dir} must not be empty`);

@@ -36,6 +36,10 @@ test("config: defaults, flags over env over defaults, errors", () => {
   const clock = parseConfig(["--clock", "file:/tmp/c"], {}, "1");
   assert.ok("config" in clock && clock.config.clock.kind === "file");
   assert.ok("print" in parseConfig(["--clock", "sometimes"], {}, "1"));
+  const level = parseConfig([], { ENVD_LOG_LEVEL: "verbose" }, "1");
+  assert.ok("print" in level && level.exitCode === 2 && /--log-level must be one of .*got 'verbose'/.test(level.print));
+  const quiet = parseConfig(["--log-level", "silent"], {}, "1");
+  assert.ok("config" in quiet && quiet.config.logLevel === "silent");
   const help = parseConfig(["--help"], {}, "1");
   assert.ok("print" in help && help.exitCode === 0 && help.print.includes("ENVD_DEFAULT_WORKDIR"));
 });

@@ -1,10 +1,10 @@
 import { afterEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import pino from "pino";
+import { createJsonLogger } from "../../src/common/log.js";
 import { WarmPool, type WarmSandbox } from "../../src/sandboxd/pool/warm-pool.js";
 import type { Template } from "../../src/sandboxd/store/templates.js";
 
-const log = pino({ level: "silent" });
+const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
 /** Pools a test made; closed after each test whatever it asserted. */
 const open: WarmPool[] = [];
 

@@ -4,7 +4,7 @@ import { connect as h2connect, type ClientHttp2Session, type OutgoingHttpHeaders
 import type { IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { createJsonLogger } from "../../../src/common/log.js";
 import { createProxy } from "../../../src/sandboxd/proxy/proxy.js";
 import type { ProxyLimits } from "../../../src/sandboxd/proxy/dial.js";
 import type { RouteTarget } from "../../../src/sandboxd/proxy/target.js";
@@ -40,7 +40,7 @@ export interface Answer {
 /** Starts the front on a free port with a fresh CA in a temp dir. */
 export async function startFront(opts: { limits?: Partial<ProxyLimits>; api?: ApiHandler; ready?: () => boolean } = {}): Promise<Front> {
   const dir = mkdtempSync(join(tmpdir(), "sandboxd-front-"));
-  const log = pino({ level: process.env.SANDBOXD_TEST_LOG ?? "silent" });
+  const log = createJsonLogger({ level: process.env.SANDBOXD_TEST_LOG ?? "silent", fd: 2, name: "test" });
   const tls = await ensureTls(dir, DOMAIN, log);
   const ca = readFileSync(tls.caFile);
   const targets = new Map<string, RouteTarget>();

@@ -4,7 +4,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { pino } from "pino";
+import { createJsonLogger } from "../../../src/common/log.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Process } from "../../../src/envd/gen/process/process_pb.js";
@@ -24,7 +24,7 @@ export function skipReason(): string | undefined {
 }
 
 /** A quiet logger for runtimes under test (errors still show). */
-export const testLog = pino({ level: process.env.SANDBOXD_TEST_LOG ?? "error" });
+export const testLog = createJsonLogger({ level: process.env.SANDBOXD_TEST_LOG ?? "error", fd: 2, name: "test" });
 
 /** The cached base rootfs (built by debootstrap the first time on this machine). */
 export function baseRootfs(): Promise<string> {

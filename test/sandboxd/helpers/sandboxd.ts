@@ -243,8 +243,8 @@ async function killAll(port: number, ca: Buffer, apiKey: string): Promise<void> 
 async function sweepAll(dataDir: string, cidr: string): Promise<void> {
   if (!existsSync(join(dataDir, "runc"))) return;
   const { createRuncRuntime } = await import("../../../src/sandboxd/runtime/runc.js");
-  const { pino } = await import("pino");
-  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), networkCidr: cidr, log: pino({ level: "silent" }) });
+  const { createJsonLogger } = await import("../../../src/common/log.js");
+  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), networkCidr: cidr, log: createJsonLogger({ level: "silent", fd: 2, name: "test" }) });
   await rt.sweep(new Set());
 }
 

@@ -1,0 +1,97 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const LOG_MODULE = resolve(fileURLToPath(import.meta.url), "../../../src/common/log.js");
+
+/** Runs `body` in a child process with `log` made by createJsonLogger(opts) writing to a file; returns the lines. */
+function run(opts: object, body: string): { lines: Record<string, unknown>[]; raw: string; status: number | null; stderr: string } {
+  const dir = mkdtempSync(join(tmpdir(), "log-test-"));
+  try {
+    const file = join(dir, "out");
+    const script = `
+      import { openSync } from "node:fs";
+      import { createJsonLogger } from ${JSON.stringify(LOG_MODULE)};
+      const fd = openSync(${JSON.stringify(file)}, "w");
+      const log = createJsonLogger({ fd, ...${JSON.stringify(opts)} });
+      ${body}`;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 20_000 });
+    let raw = "";
+    try {
+      raw = readFileSync(file, "utf8");
+    } catch {
+      // the child failed before opening it; status and stderr say why
+    }
+    const lines = raw.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return { lines, raw, status: r.status, stderr: r.stderr };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("lines are pino's format: level label, ISO time, logger name, fields, msg; below the level nothing", () => {
+  const r = run({ level: "info", name: "envd" }, `
+    log.debug({ a: 1 }, "hidden");
+    log.info({ port: 49983, path: "/health" }, "listening");
+    log.warn("just a message");
+    log.error({ n: 1n, when: undefined, nested: { x: [1, "two"] } });`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.lines.length, 3);
+  const [a, b, c] = r.lines;
+  assert.deepEqual(Object.keys(a), ["level", "time", "logger", "port", "path", "msg"]);
+  assert.equal(a.level, "info");
+  assert.match(String(a.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  assert.equal(a.logger, "envd");
+  assert.equal(a.port, 49983);
+  assert.equal(a.msg, "listening");
+  assert.deepEqual(b, { level: "warn", time: b.time, logger: "envd", msg: "just a message" });
+  assert.deepEqual(c, { level: "error", time: c.time, logger: "envd", n: "1", nested: { x: [1, "two"] } });
+});
+
+test("errors keep type, message and stack; cycles and throwing getters do not break a line", () => {
+  const r = run({ level: "trace", name: "x" }, `
+    const cyc = { name: "c" }; cyc.self = cyc;
+    const bad = { ok: 1, get boom() { throw new Error("getter"); } };
+    log.error({ err: new TypeError("no such thing") }, "failed");
+    log.info({ cyc, bad }, "odd");
+    log.trace("t"); log.fatal("f");`);
+  assert.equal(r.status, 0, r.stderr);
+  const err = r.lines[0].err as Record<string, unknown>;
+  assert.equal(err.type, "TypeError");
+  assert.equal(err.message, "no such thing");
+  assert.match(String(err.stack), /TypeError: no such thing/);
+  assert.deepEqual(r.lines[1].cyc, { name: "c", self: "[Circular]" });
+  assert.deepEqual(r.lines[1].bad, { ok: 1, boom: "[Unreadable]" });
+  assert.deepEqual(r.lines.slice(2).map((l) => l.level), ["trace", "fatal"]);
+});
+
+test("redacted paths are removed (top level, one level down, bracketed) and the caller's object is untouched", () => {
+  const r = run({ level: "info", name: "sandboxd", redact: ["apiKey", "*.token", 'headers["x-api-key"]'] }, `
+    const fields = { apiKey: "K1", team: { token: "T1", id: "t" }, headers: { "x-api-key": "K2", host: "h" }, keep: "yes" };
+    log.info(fields, "req");
+    log.info({ stillThere: JSON.stringify(fields) }, "after");`);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(r.lines[0], { level: "info", time: r.lines[0].time, logger: "sandboxd", team: { id: "t" }, headers: { host: "h" }, keep: "yes", msg: "req" });
+  for (const secret of ["K1", "T1", "K2"]) assert.ok(String(r.lines[1].stillThere).includes(secret), "the object passed in keeps its fields");
+  assert.ok(!r.raw.split("\n")[0].includes("K1"));
+});
+
+test("every line logged before an immediate exit is written, in order; silent writes nothing", () => {
+  const r = run({ level: "info", name: "x" }, `for (let i = 0; i < 5000; i++) log.info({ i }, "line"); process.exit(3);`);
+  assert.equal(r.status, 3);
+  assert.equal(r.lines.length, 5000);
+  assert.ok(r.lines.every((l, i) => l.i === i));
+  const quiet = run({ level: "silent", name: "x" }, `log.fatal("no"); log.error({ a: 1 }, "no");`);
+  assert.equal(quiet.status, 0, quiet.stderr);
+  assert.equal(quiet.raw, "");
+});
+
+test("an unknown level is refused with the list of known ones", () => {
+  const r = run({ level: "verbose", name: "x" }, ``);
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /log level must be one of trace\|debug\|info\|warn\|error\|fatal\|silent, got 'verbose'/);
+});
