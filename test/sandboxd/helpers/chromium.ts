@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -28,6 +28,10 @@ export interface Page {
 export async function launch(opts: { spkiSha256: string }): Promise<Page> {
   if (!CHROMIUM) throw new Error("chromium is not installed");
   const profile = mkdtempSync(join(tmpdir(), "sandboxd-chromium-"));
+  // Chromium's own temporary files (its shared memory, with --disable-dev-shm-usage) go under the
+  // profile too, so that removing the profile leaves nothing behind in the machine's temp dir.
+  const temp = join(profile, "tmp");
+  mkdirSync(temp);
   const child: ChildProcess = spawn(CHROMIUM, [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions",
@@ -35,7 +39,7 @@ export async function launch(opts: { spkiSha256: string }): Promise<Page> {
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE *.localhost",
     `--ignore-certificate-errors-spki-list=${opts.spkiSha256}`,
     `--user-data-dir=${profile}`, "--window-size=1280,900", "--remote-debugging-port=0", "about:blank",
-  ], { stdio: ["ignore", "ignore", "pipe"], detached: true });
+  ], { stdio: ["ignore", "ignore", "pipe"], detached: true, env: { ...process.env, TMPDIR: temp } });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   /** Kills Chromium's whole process group (its helpers too, which would go on writing the profile), then removes the profile. */
   const cleanup = async () => {
