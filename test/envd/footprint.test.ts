@@ -116,6 +116,23 @@ test("TrimPolicy trims only after quiet ticks with RSS well above its floor, and
   assert.equal(p.due(0.0, 90 * MiB), true, "30 MiB above the lowered floor after two quiet ticks");
 });
 
+test("reduceHeap gives back the young generation that a burst grew, without exposing gc to the daemon's scope", { skip: Number(process.versions.node.split(".")[0]) < 22 ? "V8 before Node 22 has no last-resort gc flavor" : false }, () => {
+  const script = `
+    import { getHeapSpaceStatistics } from "node:v8";
+    import { reduceHeap } from ${JSON.stringify(new URL("../../src/envd/system/heap.js", import.meta.url).href)};
+    const young = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size;
+    const keep = [];
+    for (let r = 0; r < 60; r++) { const a = []; for (let i = 0; i < 100000; i++) a.push({ r, i }); keep.push(a.length); }
+    const before = young();
+    const ms = reduceHeap();
+    console.log(JSON.stringify({ before, after: young(), ms, gc: typeof globalThis.gc }));`;
+  const out = JSON.parse(execFileSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" })) as { before: number; after: number; ms: unknown; gc: string };
+  assert.ok(out.before >= 4 * 1024 * 1024, `the burst grew the young generation (${out.before} bytes)`);
+  assert.ok(out.after <= out.before / 4, `reduced from ${out.before} to ${out.after} bytes`);
+  assert.equal(typeof out.ms, "number");
+  assert.equal(out.gc, "undefined", "gc stays out of the global scope");
+});
+
 test("the addon's trimMalloc hands freed C heap back (glibc)", () => {
   const addon = loadInotify() as unknown as { trimMalloc(): boolean };
   assert.equal(typeof addon.trimMalloc, "function");

@@ -1,11 +1,12 @@
 import { performance } from "node:perf_hooks";
 import type { Logger } from "../http/log.js";
 import { addonExtra } from "./addon.js";
+import { reduceHeap } from "./heap.js";
 
 const MIB = 1024 * 1024;
 
 /**
- * When to give freed C-heap memory back to the system: after the event loop has been quiet for
+ * When to give freed memory back to the system: after the event loop has been quiet for
  * `quietTicks` ticks in a row, if RSS stands more than `slackBytes` above the lowest RSS seen
  * since the last trim. The floor follows RSS down (V8 shrinks its own heap when idle) and is
  * reset after a trim, so memory that is really in use never triggers a trim loop.
@@ -16,7 +17,7 @@ export class TrimPolicy {
 
   constructor(
     rss: number,
-    private readonly slackBytes = 16 * MIB,
+    private readonly slackBytes = 8 * MIB,
     private readonly quietTicks = 2,
     private readonly quietUtilization = 0.02,
   ) {
@@ -40,9 +41,10 @@ export class TrimPolicy {
 
 /**
  * Checks once per `intervalMs` (an unref'd timer: it never keeps the daemon alive) whether a
- * burst of work has gone quiet with RSS well above its floor, and then hands the C heap's free
- * pages back (glibc keeps them mapped otherwise: tens of MiB after a few large transfers).
- * The addon is loaded on the first trim, not at start. Returns a function that stops the checks.
+ * burst of work has gone quiet with RSS well above its floor, and then gives memory back: V8's
+ * heap through a memory-reducing collection (reduceHeap), then the C heap's free pages (glibc
+ * keeps them mapped otherwise: tens of MiB after a few large transfers). The addon is loaded on
+ * the first trim, not at start. Returns a function that stops the checks.
  */
 export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
   const policy = new TrimPolicy(process.memoryUsage.rss());
@@ -54,12 +56,12 @@ export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
     last = now;
     const before = process.memoryUsage.rss();
     if (!policy.due(utilization, before)) return;
+    const gcMs = reduceHeap();
     if (trim === null) trim = addonExtra("trimMalloc");
-    if (!trim) return clearInterval(timer);
-    trim();
+    trim?.();
     const after = process.memoryUsage.rss();
     policy.trimmed(after);
-    log.debug({ rssMiB: Math.round(before / MIB), afterMiB: Math.round(after / MIB) }, "released free C heap memory");
+    log.debug({ rssMiB: Math.round(before / MIB), afterMiB: Math.round(after / MIB), gcMs: gcMs === undefined ? undefined : Math.round(gcMs) }, "released free memory");
   };
   let failing = false;
   const timer = setInterval(() => {
