@@ -59,14 +59,26 @@ test("a burst of Starts over one HTTP/2 session: every one runs, and in order of
 });
 
 test("a Start cancelled while it waits for admission starts no process", async () => {
-  // Enough Starts ahead of them that the cancelled ones are still queued when their
-  // cancellation (sent in the same write) is read.
+  // The daemon is stopped while the client sends every Start and then the cancellations, so that
+  // it reads them all in one poll of its loop: the Starts ahead fill far more than one turn's
+  // admission budget, and the cancelled ones are queued behind them when their RST_STREAM is
+  // read. Without the stop, how the client's writes and the daemon's reads interleave decides
+  // (seen on a freshly booted machine: two were admitted before their cancellation arrived).
   // Long enough sleeps that on a loaded machine none has ended before the last one is admitted.
-  const ahead = Array.from({ length: 150 }, (_, i) => start("/bin/sleep", [SLEEP], `${TAG}-ahead-${i}`));
-  const cancelled = Array.from({ length: 20 }, (_, i) => start("/bin/sleep", [SLEEP], `${TAG}-cancelled-${i}`));
-  for (const req of cancelled) {
-    req.on("error", () => undefined);
-    req.close(http2.constants.NGHTTP2_CANCEL);
+  process.kill(d.pid, "SIGSTOP");
+  let ahead: http2.ClientHttp2Stream[];
+  try {
+    ahead = Array.from({ length: 150 }, (_, i) => start("/bin/sleep", [SLEEP], `${TAG}-ahead-${i}`));
+    const cancelled = Array.from({ length: 20 }, (_, i) => start("/bin/sleep", [SLEEP], `${TAG}-cancelled-${i}`));
+    for (const req of cancelled) {
+      req.on("error", () => undefined);
+      req.close(http2.constants.NGHTTP2_CANCEL);
+    }
+    // every frame written to the socket (the kernel holds them for the stopped daemon)
+    for (let i = 0; i < 100 && (i < 5 || session.socket.writableLength > 0); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(session.socket.writableLength, 0, "the client wrote every frame while the daemon was stopped");
+  } finally {
+    process.kill(d.pid, "SIGCONT");
   }
   // Every Start ahead reports its start event once admitted.
   await Promise.all(ahead.map((req) => new Promise<void>((resolve, reject) => {
