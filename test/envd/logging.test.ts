@@ -18,6 +18,9 @@ test("one JSON access-log line per request, with operation id, route, code and d
     await assert.rejects(c.fs.json.stat({ path: "/definitely/missing" }, { headers }));
     await c.proc.binary.list({}, { headers });
     await fetch(`${d.url}/envs`, { headers });
+    // the host's probes log at debug only
+    assert.equal((await fetch(`${d.url}/health`)).status, 204);
+    await (await fetch(`${d.url}/metrics`, { headers })).arrayBuffer();
     await new Promise((r) => setTimeout(r, 200));
     const lines = d.logs().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
     const requests = lines.filter((l) => l.msg === "request");
@@ -33,6 +36,7 @@ test("one JSON access-log line per request, with operation id, route, code and d
     assert.equal(stat?.code, "not_found");
     assert.ok(requests.some((l) => l.path === "/process.Process/List" && l.code === undefined && l.status === 200));
     assert.ok(requests.some((l) => l.path === "/files" && l.status === 200));
+    assert.deepEqual(requests.filter((l) => l.path === "/health" || l.path === "/metrics"), [], "probes are not logged at info");
     const raw = d.logs();
     for (const secret of [token, envValue, sig, encodeURIComponent(sig), "signature="]) {
       assert.equal(raw.includes(secret), false, `log leaks ${secret}`);

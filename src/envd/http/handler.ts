@@ -101,8 +101,11 @@ export function createHandler({ deps, routes, services, shutdownSignal }: Handle
     const op = ++operationId;
     res.on("close", () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      deps.log.info(
-        { operation_id: op, method: req.method, path: rec.procedure ?? pathOf(req), status: res.statusCode, code: rec.code, ms: Math.round(ms * 100) / 100 },
+      const path = rec.procedure ?? pathOf(req);
+      // the host's probes (health every few seconds, metrics every 5 s) stay out of the sandbox's log
+      const probe = req.method === "GET" && res.statusCode < 300 && (path === "/health" || path === "/metrics");
+      (probe ? deps.log.debug : deps.log.info)(
+        { operation_id: op, method: req.method, path, status: res.statusCode, code: rec.code, ms: Math.round(ms * 100) / 100 },
         "request",
       );
     });

@@ -7,6 +7,7 @@ import type { TemplateService } from "../templates/service.js";
 import { parseCreateBody } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
+import { LOGS_ROUTES } from "./logs-routes.js";
 import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
 import { objectBody, optBool, optInt, invalid } from "./validate.js";
@@ -119,6 +120,7 @@ export const ROUTES: Route[] = [
     },
   },
   ...NETWORK_ROUTES,
+  ...LOGS_ROUTES,
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
 ];
 

@@ -74,7 +74,7 @@ function shq(s: string): string {
 export function envdLoop(p: Pick<BundleParams, "defaultUser" | "defaultWorkdir">): string {
   const flags = [
     "--port", String(ENVD_PORT), "--host", "0.0.0.0", "--clock", "off", "--run-dir", "/run/e2b",
-    "--log-level", "warn", "--default-user", p.defaultUser,
+    "--log-level", "info", "--default-user", p.defaultUser,
     ...(p.defaultWorkdir ? ["--default-workdir", p.defaultWorkdir] : []),
   ];
   const cmd = [`${ENVD_MOUNT}/envd`, ...flags].map(shq).join(" ");

@@ -14,7 +14,8 @@ import { writeIdentity } from "./identity.js";
 import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
 import { isMounted, mountOverlay, unmount } from "./overlay.js";
 import { mountDisk, unmountDisk } from "./disk.js";
-import { BACKGROUND_NICE, checkSpec, SANDBOX_ID, tail } from "./spec.js";
+import { BACKGROUND_NICE, checkSpec, SANDBOX_ID } from "./spec.js";
+import { consolePath, consoleText, readConsoleTail } from "./console.js";
 import { assertReachableBySandboxes } from "./reach.js";
 import { RuncCli } from "./runc-cli.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
@@ -147,12 +148,12 @@ class RuncRuntime implements Runtime {
     });
     writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 1));
     signal?.throwIfAborted();
-    const log = join(dir, "console.log");
+    const log = consolePath(dir);
     const tCreate = Date.now();
     try {
       await this.runc.create(id, dir, join(dir, "pid"), log);
     } catch (err) {
-      throw new Error(`${(err as Error).message}\n${tail(log)}`);
+      throw new Error(`${(err as Error).message}\n${consoleText(dir)}`);
     }
     const tRunc = Date.now();
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
@@ -174,7 +175,7 @@ class RuncRuntime implements Runtime {
     await waitForPort({
       host: slot.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
       alive: async () => (await this.runc.state(id))?.status === "running",
-      why: () => `envd's output:\n${tail(log)}`,
+      why: () => `envd's output:\n${consoleText(dir)}`,
     });
     this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcCreateMs: tRunc - tCreate, networkMs: tNet - tRunc, runcStartMs: tStart - tRunc, envdMs: Date.now() - Math.max(tNet, tStart) }, "create phases");
     return { sandboxID: id, ip: slot.ip, envdPort: ENVD_PORT };
@@ -253,6 +254,11 @@ class RuncRuntime implements Runtime {
     await step("slot", () => this.ipam.release(id));
     if (errors.length > 0) throw new Error(`removing sandbox ${id} left something behind: ${errors.join("; ")}`);
     this.records.delete(id);
+  }
+
+  async consoleTail(sandboxID: string, maxBytes: number): Promise<Buffer | undefined> {
+    if (!SANDBOX_ID.test(sandboxID) || !this.records.get(sandboxID)) return undefined;
+    return readConsoleTail(this.dirOf(sandboxID), maxBytes);
   }
 
   async list(): Promise<ObservedSandbox[]> {

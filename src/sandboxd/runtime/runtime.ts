@@ -61,6 +61,12 @@ export interface Runtime {
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void>;
   /** Kills the sandbox and removes all it owns (processes, layer, network slot, cgroup); unknown IDs succeed. */
   remove(sandboxID: string): Promise<void>;
+  /**
+   * The last `maxBytes` (or fewer) of what the sandbox's PID 1 and envd wrote to their stdout and
+   * stderr; undefined for a sandbox this runtime does not have. Its bytes are the sandbox's: any
+   * of them may be garbage.
+   */
+  consoleTail(sandboxID: string, maxBytes: number): Promise<Buffer | undefined>;
   /** Every sandbox this runtime instance owns on the host, as found now. */
   list(): Promise<ObservedSandbox[]>;
   /** Removes leftovers (half-made layers, slots, cgroups) of sandboxes not in `keep`. */

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { MIN_DISK_MB } from "./disk.js";
 import type { SandboxSpec } from "./runtime.js";
@@ -15,13 +15,4 @@ export function checkSpec(spec: SandboxSpec): void {
   if (!(Number.isInteger(spec.memoryMB) && spec.memoryMB >= 64)) throw new Error(`memoryMB ${spec.memoryMB} must be an integer ≥ 64`);
   if (!(Number.isInteger(spec.diskSizeMB) && spec.diskSizeMB >= MIN_DISK_MB && spec.diskSizeMB <= 16 * 2 ** 20)) throw new Error(`diskSizeMB ${spec.diskSizeMB} must be an integer from ${MIN_DISK_MB} to ${16 * 2 ** 20}`);
   if (!existsSync(join(spec.rootfs, "bin", "sh"))) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
-}
-
-/** The last lines of the sandbox's console log, for error messages. */
-export function tail(file: string): string {
-  try {
-    return readFileSync(file, "utf8").slice(-3000).trim() || "(no output)";
-  } catch {
-    return "(no output)";
-  }
 }

@@ -31,6 +31,8 @@ export interface SandboxService {
   reconcile(): Promise<void>;
   create(teamID: string, input: CreateInput): Promise<Body>;
   get(teamID: string, id: string): Body;
+  /** The tail of a running or paused sandbox's console output (envd's log lines), with when it started. */
+  consoleOutput(teamID: string, id: string, maxBytes: number): Promise<{ bytes: Buffer; startedAt: string }>;
   listV1(teamID: string, metadata: [string, string][]): Body[];
   listV2(teamID: string, q: ListQuery): { items: Body[]; nextToken?: string; totalRunning?: number };
   connect(teamID: string, id: string, timeout: number): Promise<{ status: 200 | 201; body: Body }>;
@@ -164,6 +166,11 @@ export function createSandboxService(opts: {
     get(teamID, id) {
       const row = owned(teamID, id);
       return detailBody(row, store.templates.get(row.templateID), tokenOf(row));
+    },
+
+    async consoleOutput(teamID, id, maxBytes) {
+      const row = owned(teamID, id);
+      return { bytes: (await runtime.consoleTail(row.id, maxBytes)) ?? Buffer.alloc(0), startedAt: row.startedAt };
     },
 
     listV1(teamID, metadata) {
