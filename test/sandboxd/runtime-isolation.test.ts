@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { SandboxAddress } from "../../src/sandboxd/runtime/runtime.js";
+import { macOf } from "../../src/sandboxd/network/veth.js";
 import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
 
 const skip = skipReason();
@@ -82,6 +83,18 @@ describe("runc runtime: isolation", { skip }, () => {
     assert.match(r.stderr, /Operation not permitted/);
     const flush = await sh(sb.ip, "ip addr flush dev eth0");
     assert.notEqual(flush.exitCode, 0);
+  });
+
+  test("each end of the veth knows the other's MAC from the start (permanent neighbours, no ARP), and root inside cannot change it", async () => {
+    const hostEnd = sb.ip.replace(/\.(\d+)$/, (_, n: string) => `.${Number(n) - 1}`);
+    const onHost = spawnSync("ip", ["neigh", "show", sb.ip, "dev", vethOf(t.dataDir, id)], { encoding: "utf8" }).stdout.trim();
+    assert.equal(onHost, `${sb.ip} lladdr ${macOf(sb.ip)} PERMANENT`);
+    const inside = await sh(sb.ip, `ip neigh show ${hostEnd} dev eth0; cat /sys/class/net/eth0/address`);
+    assert.equal(inside.exitCode, 0, inside.stderr);
+    assert.deepEqual(inside.stdout.trim().split("\n").map((l) => l.trim()), [`${hostEnd} lladdr ${macOf(hostEnd)} PERMANENT`, macOf(sb.ip)]);
+    const change = await sh(sb.ip, `ip neigh replace ${hostEnd} lladdr 02:00:00:00:00:01 dev eth0 nud permanent`);
+    assert.notEqual(change.exitCode, 0);
+    assert.match(change.stderr, /Operation not permitted/);
   });
 
   test("no nested user namespace: unshare -U fails, even as the default user", async () => {

@@ -23,11 +23,17 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
   const inNetns = (cmd: string[], input: string) => mustExec("nsenter", ["-t", String(pid), "-n", ...cmd], { input, nice: p.nice });
   // The firewall goes in while the host makes the pair (they touch different namespaces), and
   // before the sandbox's interface comes up: no packet passes unfiltered.
+  // Each end knows the other's address from the start (fixed MACs, permanent neighbour entries):
+  // an ARP request sent while a new pair is still coming up can be lost, and the next one goes
+  // a second later (the neighbour retransmit time), with the first connection to envd waiting on it.
+  const hostMac = macOf(slot.hostIp);
+  const sandboxMac = macOf(slot.ip);
   await Promise.all([
     mustExec("ip", ["-batch", "-"], {
       input:
-        `link add ${hostVeth} type veth peer name eth0 netns ${pid}\n` +
+        `link add ${hostVeth} address ${hostMac} type veth peer name eth0 address ${sandboxMac} netns ${pid}\n` +
         `addr add ${slot.hostIp}/${slot.prefixLength} dev ${hostVeth}\n` +
+        `neigh replace ${slot.ip} lladdr ${sandboxMac} dev ${hostVeth} nud permanent\n` +
         `link set ${hostVeth} up\n`,
       nice: p.nice,
     }),
@@ -35,7 +41,8 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
   ]);
   await inNetns(
     ["ip", "-batch", "-"],
-    "link set lo up\n" + `addr add ${slot.ip}/${slot.prefixLength} dev eth0\n` + "link set eth0 up\n" + `route add default via ${slot.hostIp} dev eth0\n`,
+    "link set lo up\n" + `addr add ${slot.ip}/${slot.prefixLength} dev eth0\n` + `neigh replace ${slot.hostIp} lladdr ${hostMac} dev eth0 nud permanent\n` +
+      "link set eth0 up\n" + `route add default via ${slot.hostIp} dev eth0\n`,
   );
 }
 
@@ -43,6 +50,14 @@ export async function attachSlot(p: { pid: number; hostVeth: string; slot: Slot;
  * Replaces the firewall inside the network namespace of process `pid` in one nft transaction:
  * new connections follow the new rules at once, established ones live on.
  */
+/**
+ * The MAC of a veth end: locally administered unicast (02:00) and the end's IPv4 address, so it is
+ * unique wherever the address is (each pair is a link of its own; no bridge joins them).
+ */
+export function macOf(ipv4: string): string {
+  return ["02", "00", ...ipv4.split(".").map((o) => Number(o).toString(16).padStart(2, "0"))].join(":");
+}
+
 export async function replaceFirewall(p: { pid: number; hostIp: string; egress: boolean; policy?: EgressPolicy; served?: ServedPorts }): Promise<void> {
   await mustExec("nsenter", ["-t", String(p.pid), "-n", "nft", "-f", "-"], { input: replaceSandboxTable(p) });
 }

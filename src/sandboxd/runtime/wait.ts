@@ -30,7 +30,10 @@ export async function waitForPort(p: {
   const t0 = Date.now();
   for (let n = 0; ; n++) {
     p.signal?.throwIfAborted();
-    if (await tryConnect(p.host, p.port, 500)) return;
+    // a connection on the host's own veth is answered at once (accepted, or refused while envd
+    // starts); one not answered within 200 ms lost its SYN, and a new one goes sooner than TCP's
+    // own retransmission (1 s)
+    if (await tryConnect(p.host, p.port, 200)) return;
     if (n % 10 === 9 && !(await p.alive())) throw new Error(`the sandbox exited before envd listened on ${p.host}:${p.port}\n${p.why()}`);
     if (Date.now() - t0 > p.ms) throw new Error(`envd did not accept connections on ${p.host}:${p.port} within ${p.ms} ms\n${p.why()}`);
     await new Promise((r) => setTimeout(r, 10));
