@@ -1,11 +1,12 @@
 import { ApiFailure, call, session, type Listed, type SandboxMetric, type Team, type TeamMetric } from "./api.js";
 import { seriesChart, type SeriesChart } from "./charts.js";
 import { sparkline } from "./sparkline.js";
+import { inspectedSandbox, showSandboxLog } from "./sandbox-log.js";
 import { refreshTemplates } from "./templates.js";
 
 /**
  * The dashboard page: sign in with an API key, then the team's running and paused sandboxes
- * (with a kill button), its concurrency and start-rate charts, and its templates, refreshed
+ * (with their logs and a kill button), its concurrency and start-rate charts, and its templates, refreshed
  * every 5 s. Every value from the API reaches the page through textContent, never as markup.
  */
 
@@ -91,12 +92,17 @@ async function refreshSandboxes(): Promise<void> {
       cell(meta, "meta"),
     );
     const td = document.createElement("td");
+    const logs = document.createElement("button");
+    logs.type = "button";
+    logs.className = "logs";
+    logs.textContent = "Log";
+    logs.addEventListener("click", () => void showSandboxLog(s.sandboxID));
     const button = document.createElement("button");
     button.type = "button";
     button.className = "kill";
     button.textContent = "Kill";
     button.addEventListener("click", () => void kill(s.sandboxID, button));
-    td.append(button);
+    td.append(logs, button);
     tr.append(td);
     return tr;
   });
@@ -150,6 +156,8 @@ async function enter(key: string): Promise<void> {
   $("signout").hidden = false;
   await refresh();
   timer = window.setInterval(() => void refresh(), REFRESH_MS);
+  const inspected = inspectedSandbox();
+  if (inspected) await showSandboxLog(inspected);
 }
 
 function main(): void {
@@ -163,6 +171,10 @@ function main(): void {
   });
   $("signout").addEventListener("click", () => signOut());
   $("range").addEventListener("change", () => void refreshCharts().catch(showError));
+  window.addEventListener("hashchange", () => {
+    const inspected = inspectedSandbox();
+    if (inspected && team) void showSandboxLog(inspected);
+  });
   const key = session.key();
   if (key) enter(key).catch(() => signOut());
   document.body.dataset.ready = "1";

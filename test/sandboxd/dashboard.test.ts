@@ -86,6 +86,13 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     const teams = await get("/api/teams", { headers: { "x-api-key": s.apiKey } });
     assert.deepEqual(JSON.parse(teams.body), [{ teamID: "default", name: "default", isDefault: true }]);
     assert.equal((await get("/nothing-here")).status, 404);
+    // E2B's CLI links to /dashboard/inspect/sandbox/<id>: the page, opened on that sandbox
+    const inspect = await get("/dashboard/inspect/sandbox/iabc123");
+    assert.equal(inspect.status, 302);
+    assert.equal((await headersOf(s, ca, "/dashboard/inspect/sandbox/iabc123")).location, "/#sandbox=iabc123");
+    for (const bad of ["/dashboard/inspect/sandbox/ABC", "/dashboard/inspect/sandbox/a%2F..%2Fb", "/dashboard/inspect/sandbox/a/b"]) {
+      assert.equal((await get(bad)).status, 404, bad);
+    }
     assert.equal((await get("/app.js")).status, 200);
   });
 
@@ -133,6 +140,20 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     await until(page, "sparklines", `document.querySelectorAll('tr[data-sandbox-id="${id}"] svg.spark polyline').length === 2`, 40_000);
     await shot("2-signed-in.png");
 
+    // The sandbox's log on demand, and where E2B's CLI links to a sandbox: this page on its log.
+    assert.equal(await shown("sandbox-log"), false);
+    await page.eval(`document.querySelector('tr[data-sandbox-id="${id}"] button.logs').click()`);
+    await until(page, "the sandbox's log", `document.querySelector("#sandbox-log pre").textContent.includes("listening")`);
+    assert.match(String(await page.eval(`document.getElementById("sandbox-log-title").textContent`)), new RegExp(id));
+    await page.navigate(`${origin}/`);
+    await until(page, "the page again", `document.body.dataset.ready === "1" && !document.getElementById("app").hidden`);
+    assert.equal(await shown("sandbox-log"), false);
+    await page.navigate(`${origin}/dashboard/inspect/sandbox/${id}`, `${origin}/#sandbox=${id}`);
+    await until(page, "the inspected sandbox's log", `document.getElementById("sandbox-log").dataset.sandboxId === ${JSON.stringify(id)} && document.querySelector("#sandbox-log pre").textContent.includes("/init")`);
+    assert.equal(String(await page.eval("location.pathname + location.hash")), `/#sandbox=${id}`);
+    assert.equal(await page.eval(`document.querySelectorAll("#sandbox-log pre *").length`), 0, "log text is text, not markup");
+    await shot("3-sandbox-log.png");
+
     // Nothing left the origin, and the key is in no URL.
     for (const url of page.requests) {
       assert.ok(url.startsWith(`${origin}/`), `request outside the origin: ${url}`);
@@ -143,7 +164,7 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     await page.eval(`document.querySelector('tr[data-sandbox-id="${id}"] button.kill').click()`);
     await until(page, "the row to go", `!document.querySelector('tr[data-sandbox-id="${id}"]')`);
     assert.equal(await page.eval(`document.getElementById("no-sandboxes").hidden`), false);
-    await shot("3-killed.png");
+    await shot("4-killed.png");
     const gone = await api(s, ca, "GET", `/sandboxes/${id}`);
     assert.equal(gone.status, 404);
     assert.deepEqual(page.console.filter((l) => l.startsWith("exception")), []);

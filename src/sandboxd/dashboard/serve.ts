@@ -51,6 +51,12 @@ export function createDashboard(opts: { dir: string | undefined; api: () => ApiH
       return api(req, res);
     }
     req.resume();
+    // where E2B's CLI sends its users for a sandbox: this page, opened on that sandbox's log
+    const inspect = /^\/dashboard\/inspect\/sandbox\/([a-z0-9]{1,64})$/.exec(path);
+    if (inspect) {
+      res.writeHead(302, { ...SECURITY_HEADERS, location: `/#sandbox=${inspect[1]}`, "content-length": "0" });
+      return void res.end();
+    }
     const entry = FILES[path];
     if (!opts.dir) return sendJson(res, 404, { code: 404, message: "The dashboard is not built into this sandboxd (run ./build.sh)" });
     if (!entry) return sendJson(res, 404, { code: 404, message: `Not found: ${path.slice(0, 200)}` });

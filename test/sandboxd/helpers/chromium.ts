@@ -10,7 +10,8 @@ export const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find(
 export interface Page {
   /** Runs an expression in the page (awaiting a promise it returns) and gives back its JSON value. */
   eval<T = unknown>(expression: string): Promise<T>;
-  navigate(url: string): Promise<void>;
+  /** Loads `url` and waits until the document at `landing` (where a redirect leads; default `url`) is complete. */
+  navigate(url: string, landing?: string): Promise<void>;
   /** A PNG of the page as it is. */
   screenshot(): Promise<Buffer>;
   /** Every URL the page requested so far. */
@@ -131,7 +132,7 @@ async function connect(url: string, cleanup: () => Promise<void>): Promise<Page>
       if (r.exceptionDetails) throw new Error(`page: ${r.exceptionDetails.exception?.description ?? r.exceptionDetails.text}`);
       return r.result.value as T;
     },
-    async navigate(url: string) {
+    async navigate(url: string, landing = url) {
       // Chromium aborts loads in flight with ERR_NETWORK_CHANGED when the machine's addresses
       // change, which other tests' sandboxes (veths) do all the time: such a load is made again.
       for (let attempt = 1; ; attempt++) {
@@ -144,7 +145,7 @@ async function connect(url: string, cleanup: () => Promise<void>): Promise<Page>
         if (r.errorText) throw new Error(`navigation to ${url} failed: ${r.errorText}`);
         // Loaded means this URL's document, complete (a load event may still be about:blank's).
         const deadline = Date.now() + 30_000;
-        const check = JSON.stringify(url);
+        const check = JSON.stringify(landing);
         let loaded = false;
         for (;;) {
           const done = await send("Runtime.evaluate", { expression: `location.href === ${check} && document.readyState === "complete"`, returnByValue: true });
