@@ -1,10 +1,13 @@
 // Sandbox logs (GET /sandboxes/{id}/logs, /v2/...) and the published e2b CLI against a real
-// sandboxd: list, info, exec, logs, metrics, pause, resume and kill as a user types them.
+// sandboxd: list, info, exec, logs, metrics, pause, resume and kill as a user types them, and a
+// template built from a Dockerfile with a terminal opened on a sandbox of it.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { appendFileSync, readFileSync, statSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pty from "node-pty";
 import { api } from "./helpers/api-client.js";
 import { NODE, ROOT, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
@@ -12,12 +15,15 @@ import { runSdk } from "./helpers/sdk-run.js";
 const RUNC = spawnSync("runc", ["--version"]).status === 0;
 const CLI = join(ROOT, "node_modules", "@e2b", "cli", "dist", "index.js");
 
+/** The environment the CLI gets: the three lines `serve` printed, nothing of a real E2B account. */
+const cliEnv = (s: Sandboxd) => ({ ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_ACCESS_TOKEN: "", NO_COLOR: "1", FORCE_COLOR: "0", CI: "1" });
+
 /** Runs the published CLI with what `serve` printed; resolves with its exit code and output. */
-function cli(s: Sandboxd, args: string[]): Promise<{ code: number | null; out: string }> {
+function cli(s: Sandboxd, args: string[], cwd = ROOT): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
     const child = spawn(NODE, [CLI, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...s.sdkEnv, E2B_DEBUG: "", E2B_API_URL: "", E2B_ACCESS_TOKEN: "", NO_COLOR: "1", FORCE_COLOR: "0", CI: "1" },
+      cwd,
+      env: cliEnv(s),
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
@@ -197,5 +203,53 @@ describe("sandbox logs and the published e2b CLI against a real sandboxd", { ski
     assert.equal((await api(s, ca, "GET", `/sandboxes/${id}/logs`)).status, 404, "a killed sandbox's logs are gone with it");
     const none = await cli(s, ["sandbox", "list"]);
     assert.doesNotMatch(none.out, new RegExp(id));
+  });
+
+  test("the e2b CLI: template create from a Dockerfile, sandbox create with a terminal on it (a PTY through the proxy), template delete", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sandboxd-cli-template-"));
+    const name = `clitpl${process.pid}`;
+    try {
+      writeFileSync(join(dir, "e2b.Dockerfile"), "FROM e2bdev/base\nCOPY hello.txt /home/user/hello.txt\nRUN echo built by RUN > /home/user/built.txt\n");
+      writeFileSync(join(dir, "hello.txt"), "copied by COPY\n");
+      const made = await cli(s, ["template", "create", name, "--cpu-count", "1", "--memory-mb", "512"], dir);
+      assert.equal(made.code, 0, made.out);
+      const list = await cli(s, ["template", "list", "--format", "json"]);
+      assert.equal(list.code, 0, list.out);
+      assert.ok(list.out.includes(`"${name}"`), list.out);
+
+      // what a user types: a terminal in a new sandbox of the template, then `exit`
+      const term = pty.spawn(NODE, [CLI, "sandbox", "create", name], { cols: 100, rows: 30, cwd: ROOT, env: cliEnv(s) as Record<string, string> });
+      let screen = "";
+      term.onData((d) => (screen += d));
+      const exited = new Promise<number>((r) => term.onExit((e) => r(e.exitCode)));
+      const see = async (re: RegExp, what: string) => {
+        for (let i = 0; i < 300 && !re.test(screen); i++) await new Promise((r) => setTimeout(r, 100));
+        assert.match(screen, re, `${what}; the terminal showed:\n${screen.slice(-2000)}`);
+      };
+      try {
+        await see(/user@i[a-z0-9]{20}\S*:\S*\$ /, "a shell prompt as user in the sandbox");
+        term.write("cat ~/hello.txt ~/built.txt; echo $((6*7))-$(tty)\r");
+        await see(/copied by COPY\r*\nbuilt by RUN\r*\n42-\/dev\/pts\/\d+/, "the template's files and a terminal");
+        term.write("exit\r");
+        assert.equal(await exited, 0, screen.slice(-2000));
+      } finally {
+        term.kill();
+      }
+      const sandboxID = /user@(i[a-z0-9]{20})/.exec(screen)![1];
+      // once its terminal closes the CLI shortens the sandbox's timeout to 1 s: the evictor ends it
+      let status = 200;
+      for (let i = 0; i < 100 && status !== 404; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        status = (await api(s, ca, "GET", `/sandboxes/${sandboxID}`)).status;
+      }
+      assert.equal(status, 404, "the sandbox is gone within 10 s of its 1 s timeout");
+
+      const deleted = await cli(s, ["template", "delete", name, "--yes"]);
+      assert.equal(deleted.code, 0, deleted.out);
+      const after = await cli(s, ["template", "list", "--format", "json"]);
+      assert.ok(!after.out.includes(`"${name}"`), after.out);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
