@@ -1,4 +1,5 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { constants, readFileSync } from "node:fs";
+import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
 
 /**
@@ -19,28 +20,28 @@ function legacyConsolePath(sandboxDir: string): string {
  * The last `maxBytes` of a sandbox's console output (fewer when there is less; an empty buffer
  * when there is none). Opened without following links, and only a regular file is read.
  */
-export function readConsoleTail(sandboxDir: string, maxBytes: number): Buffer {
+export async function readConsoleTail(sandboxDir: string, maxBytes: number): Promise<Buffer> {
   for (const file of [consolePath(sandboxDir), legacyConsolePath(sandboxDir)]) {
-    let fd: number;
+    let fh: FileHandle;
     try {
-      fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      fh = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch {
       continue;
     }
     try {
-      const st = fstatSync(fd);
+      const st = await fh.stat();
       if (!st.isFile()) return Buffer.alloc(0);
       const len = Math.min(st.size, maxBytes);
       const buf = Buffer.alloc(len);
       let got = 0;
       while (got < len) {
-        const n = readSync(fd, buf, got, len - got, st.size - len + got);
-        if (n === 0) break;
-        got += n;
+        const { bytesRead } = await fh.read(buf, got, len - got, st.size - len + got);
+        if (bytesRead === 0) break;
+        got += bytesRead;
       }
       return buf.subarray(0, got);
     } finally {
-      closeSync(fd);
+      await fh.close();
     }
   }
   return Buffer.alloc(0);
@@ -48,9 +49,12 @@ export function readConsoleTail(sandboxDir: string, maxBytes: number): Buffer {
 
 /** The last lines of a sandbox's console output, for error messages. */
 export function consoleText(sandboxDir: string): string {
-  try {
-    return readConsoleTail(sandboxDir, 3000).toString("utf8").trim() || "(no output)";
-  } catch {
-    return "(no output)";
+  for (const file of [consolePath(sandboxDir), legacyConsolePath(sandboxDir)]) {
+    try {
+      return readFileSync(file, "utf8").slice(-3000).trim() || "(no output)";
+    } catch {
+      // not there: the other place, or no output at all
+    }
   }
+  return "(no output)";
 }
