@@ -202,6 +202,26 @@ for (const codec of ["json", "binary"]) {
       assert.equal(alive, false, "the process outliving its timeout must be killed");
     });
 
+    test("Connect-Timeout-Ms is the process's lifetime even when its client leaves before it", async () => {
+      const ac = new AbortController();
+      const it = client().start({ process: sh("sleep 30") }, { timeoutMs: 1500, signal: ac.signal })[Symbol.asyncIterator]();
+      const pid = ((await it.next()).value!.event!.event.value as { pid: number }).pid;
+      ac.abort();
+      await assert.rejects(it.next());
+      await new Promise((r) => setTimeout(r, 300));
+      assert.doesNotThrow(() => process.kill(pid, 0), "the client leaving does not kill the process");
+      let alive = true;
+      for (let i = 0; i < 80 && alive; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        try {
+          process.kill(pid, 0);
+        } catch {
+          alive = false;
+        }
+      }
+      assert.equal(alive, false, "the process outliving its timeout must be killed");
+    });
+
     test("bad input answers", async () => {
       const c = client();
       await assert.rejects(collect(c.start({ process: { cmd: "", args: [] } })), expectCode(Code.InvalidArgument, /cmd/));

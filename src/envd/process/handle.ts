@@ -8,6 +8,9 @@ import type { ChildIo } from "./child-io.js";
 import { OUTPUT_LIMITS, tooFarBehind } from "./limits.js";
 import type { Lease } from "./read-slabs.js";
 
+/** How late the lifetime's own timer fires when the Start's deadline is to kill the process first. */
+const LIFETIME_FALLBACK_LATE_MS = 1000;
+
 /** After the main process exits, how long output may still flow before the end event is sent anyway. */
 export const EXIT_GRACE_MS = 300;
 
@@ -146,10 +149,34 @@ export class ProcessHandle {
     return this.exitInfo !== undefined;
   }
 
-  /** SIGKILLs the process tree after `ms` unless it exits first. */
-  limitLifetime(ms: number): void {
-    this.lifetimeTimer = setTimeout(() => signalTree(this.pid, "SIGKILL"), ms);
-    this.lifetimeTimer.unref();
+  /**
+   * SIGKILLs the process tree at `endsAt` (a performance.now() time: the Connect-Timeout-Ms
+   * lifetime) unless it exits first. Given the Start's signal, whose own deadline is the same
+   * lifetime, the kill is sent from that signal's deadline abort: the stream then reads the
+   * abort before the process's end and ends with deadline_exceeded. A timer of the process's
+   * own, set in a later and busier turn of the loop, could fire first (timers count from the
+   * turn's start), and the stream would end as if the process had simply exited. If the call
+   * ends otherwise (its client left), the timer alone keeps the lifetime.
+   */
+  limitLifetime(endsAt: number, signal?: AbortSignal): void {
+    const kill = (): void => {
+      clearTimeout(this.lifetimeTimer);
+      if (!this.exitInfo) signalTree(this.pid, "SIGKILL");
+    };
+    const arm = (lateMs: number): void => {
+      clearTimeout(this.lifetimeTimer);
+      if (this.exitInfo) return;
+      this.lifetimeTimer = setTimeout(kill, Math.max(0, endsAt - performance.now()) + lateMs);
+      this.lifetimeTimer.unref();
+    };
+    if (!signal || signal.aborted) return arm(0);
+    // a fallback only: the signal's deadline comes first
+    arm(LIFETIME_FALLBACK_LATE_MS);
+    signal.addEventListener("abort", () => {
+      const r: unknown = signal.reason;
+      if (r instanceof ConnectError && r.code === Code.DeadlineExceeded) kill();
+      else arm(0);
+    }, { once: true });
   }
 
   /** Signals the process tree, then waits (bounded) until the process is reaped. */

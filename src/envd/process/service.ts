@@ -25,7 +25,7 @@ export function createProcessService(deps: Deps): ServiceImpl<typeof Process> & 
   const streams = {
     start(req: StartRequest, call: StreamCall) {
       const open = async () => {
-        const receivedAt = Date.now();
+        const receivedAt = performance.now();
         const user = userOrDefault(call.user, deps);
         const spawnPlan = await plan(req, {
           user,
@@ -34,7 +34,7 @@ export function createProcessService(deps: Deps): ServiceImpl<typeof Process> & 
           timeoutHeader: call.header("connect-timeout-ms"),
           path,
         });
-        const { handle, events } = await startProcess(req, spawnPlan, tools, registry, receivedAt);
+        const { handle, events } = await startProcess(req, spawnPlan, tools, registry, receivedAt, call.signal);
         deps.log.debug({ pid: handle.pid, pty: handle.isPty, tag: handle.tag }, "process started");
         return { pid: handle.pid, events };
       };

@@ -16,7 +16,8 @@ export interface Started {
 /**
  * Spawns the planned process in its own turn of the event loop (see spawnTurn): subscribes
  * the caller first so no output is missed, spawns on pipes or a PTY, registers it, and arms
- * the Connect-Timeout-Ms lifetime measured from `receivedAt`.
+ * the Connect-Timeout-Ms lifetime measured from `receivedAt` (performance.now() ms), tied to
+ * the call's `signal`, whose deadline is that same lifetime.
  */
 export async function startProcess(
   req: StartRequest,
@@ -24,19 +25,20 @@ export async function startProcess(
   tools: ExecTools,
   registry: ProcessRegistry,
   receivedAt: number,
+  signal?: AbortSignal,
 ): Promise<Started> {
   // The slot is held from before the wait until the process is in the registry (or failed).
   const release = registry.reserve();
   try {
     await spawnTurn();
-    return await spawned(req, plan, tools, registry, receivedAt);
+    return await spawned(req, plan, tools, registry, receivedAt, signal);
   } finally {
     release();
   }
 }
 
 /** Subscribes the caller, spawns, registers and arms the lifetime (the slot is already held). */
-async function spawned(...[req, plan, tools, registry, receivedAt]: Parameters<typeof startProcess>): Promise<Started> {
+async function spawned(...[req, plan, tools, registry, receivedAt, signal]: Parameters<typeof startProcess>): Promise<Started> {
   const config = req.process!;
   const handle = new ProcessHandle(
     { ...config, args: [...config.args], envs: { ...config.envs } },
@@ -52,6 +54,6 @@ async function spawned(...[req, plan, tools, registry, receivedAt]: Parameters<t
     throw err;
   }
   registry.add(handle);
-  if (plan.lifetimeMs !== undefined) handle.limitLifetime(Math.max(0, plan.lifetimeMs - (Date.now() - receivedAt)));
+  if (plan.lifetimeMs !== undefined) handle.limitLifetime(receivedAt + plan.lifetimeMs, signal);
   return { handle, events };
 }
