@@ -85,7 +85,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   let index: RouteIndex = { lookup: () => undefined };
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
-  const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log });
+  let wake: ((sandboxID: string) => Promise<boolean>) | undefined;
+  const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log, wake: (id) => wake?.(id) ?? Promise.resolve(false) });
   const dashboard = createDashboard({ dir: resolveDashboardDir(), api: () => api });
   const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log, dashboard });
   const listener = createListener({ key: tls.key, cert: tls.cert, dispatcher, log });
@@ -120,6 +121,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     await templates.recover();
     if (closing) return;
     index = service.index;
+    const live = service;
+    wake = (id) => live.resumeOnTraffic(id);
     api = createApiHandler({ store, sandboxes: service, templates, log, metrics });
     service.startBackground();
     metrics.start();

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { api } from "./helpers/api-client.js";
-import { startSandboxd, waitWarmPool, type Sandboxd } from "./helpers/sandboxd.js";
+import { call, startSandboxd, waitWarmPool, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
 
 const RUNC = spawnSync("runc", ["--version"]).status === 0;
@@ -154,6 +154,55 @@ describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false :
     }
     assert.equal(state, "paused");
     assert.equal((await api(s, ca, "DELETE", `/sandboxes/${id}`)).status, 204);
+  });
+
+  test("lifecycle autoResume: a paused sandbox is resumed by its traffic (envd's and a server's), state and memory kept", async () => {
+    const got = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const out = {};
+      const sbx = await Sandbox.create({ timeoutMs: 120_000, lifecycle: { onTimeout: "pause", autoResume: true } });
+      out.id = sbx.sandboxId;
+      out.lifecycle = (await sbx.getInfo()).lifecycle;
+      await sbx.commands.run("python3 -m http.server 8000 --bind 0.0.0.0", { background: true, cwd: "/tmp" });
+      await sbx.commands.run("echo kept > /tmp/page.txt");
+      const host = sbx.getHost(8000);
+      for (let i = 0; i < 100 && out.before === undefined; i++) {
+        const res = await fetch("https://" + host + "/page.txt").catch(() => undefined);
+        if (res?.status === 200) out.before = await res.text();
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      await sbx.pause();
+      out.stateWhilePaused = (await sbx.getInfo()).state;
+      // a request to a server in the sandbox resumes it, and the server is still there
+      out.http = await (await fetch("https://" + host + "/page.txt")).text();
+      out.stateAfterHttp = (await sbx.getInfo()).state;
+      await sbx.pause();
+      // and so does the SDK talking to envd
+      out.cmd = (await sbx.commands.run("cat /tmp/page.txt")).stdout;
+      out.stateAfterCmd = (await sbx.getInfo()).state;
+      await sbx.kill();
+      console.log(JSON.stringify(out));
+    `);
+    assert.deepEqual(got.lifecycle, { autoResume: true, onTimeout: "pause" });
+    assert.equal(got.before, "kept\n");
+    assert.equal(got.stateWhilePaused, "paused");
+    assert.equal(got.http, "kept\n");
+    assert.equal(got.stateAfterHttp, "running");
+    assert.equal(got.cmd, "kept\n");
+    assert.equal(got.stateAfterCmd, "running");
+    assert.match(s.logs(), new RegExp(`"sandboxID":"${got.id}"[^\n]*"msg":"sandbox resumed by traffic"`));
+    // without autoResume a paused sandbox stays paused: 502
+    const plain = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", timeout: 60, autoPause: true } });
+    assert.equal(plain.status, 201, plain.body);
+    assert.equal((await api(s, ca, "POST", `/sandboxes/${plain.json.sandboxID}/pause`)).status, 204);
+    const proxied = await call(s.port, ca, `49983-${plain.json.sandboxID}.e2b.localhost`, "/health");
+    assert.equal(proxied.status, 502);
+    assert.equal((await api(s, ca, "GET", `/sandboxes/${plain.json.sandboxID}`)).json.state, "paused");
+    assert.equal((await api(s, ca, "DELETE", `/sandboxes/${plain.json.sandboxID}`)).status, 204);
+    // autoResume needs autoPause
+    const bad = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", autoResume: { enabled: true } } });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.message, /autoResume.enabled requires autoPause/);
   });
 
   test("after SIGTERM and a new start on the same data dir, a running sandbox is still listed and served", async () => {

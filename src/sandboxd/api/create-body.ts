@@ -44,13 +44,14 @@ export function parseCreateBody(body: unknown, secureByDefault: boolean): Create
   }
   if (autoPauseMemory !== undefined && !autoPause) throw new ApiError(400, "autoPauseMemory can only be set together with autoPause");
   if (autoPauseMemory !== undefined && autoResume) throw new ApiError(400, "autoPauseMemory cannot be set together with autoResume.enabled");
-  if (autoResume) throw new ApiError(400, "autoResume is not supported by this server: resume a paused sandbox with connect");
+  if (autoResume && !autoPause) throw new ApiError(400, "autoResume.enabled requires autoPause (the lifecycle's onTimeout: pause)");
   if (autoPauseMemory === false) throw new ApiError(400, "autoPauseMemory=false (a filesystem-only pause) is not supported by this server");
   if (Array.isArray(o.volumeMounts) && o.volumeMounts.length > 0) throw new ApiError(400, "volumeMounts are not supported by this server");
   return {
     templateID,
     timeout: optInt(o, "timeout"),
     autoPause,
+    autoResume,
     secure: optBool(o, "secure") ?? secureByDefault,
     allowInternetAccess: optBool(o, "allow_internet_access"),
     network: network(o),

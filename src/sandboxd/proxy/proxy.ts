@@ -20,8 +20,12 @@ export interface Proxy {
   close(): void;
 }
 
-/** Builds the proxy over the lifecycle's index; only `index.lookup` is read per request. */
-export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Partial<ProxyLimits> }): Proxy {
+/**
+ * Builds the proxy over the lifecycle's index; only `index.lookup` is read per request. `wake`
+ * resumes a paused sandbox whose index entry says traffic resumes it (true once it runs): its
+ * requests wait for that, then go on as any other.
+ */
+export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Partial<ProxyLimits>; wake?: (sandboxID: string) => Promise<boolean> }): Proxy {
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { index, log } = opts;
   const agent = createAgent(limits);
@@ -46,54 +50,73 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     return { target, up: { sandboxID: target.sandboxID, ip: target.ip, port: route.port, path, headers }, release };
   };
 
+  /** Runs `go` once the route's sandbox is resumed when traffic resumes it (else `go` now); `fail` with a 502 when it cannot be. */
+  const whenAwake = (route: Route, go: () => void, fail: (e: ProxyError) => void): void => {
+    const t = index.lookup(route.sandboxID);
+    if (!t || t.state !== "paused" || !t.autoResume || !opts.wake) return go();
+    opts.wake(route.sandboxID).then(
+      (running) => (running ? go() : fail(sandboxNotFound(route.sandboxID))),
+      (err: unknown) => {
+        log.warn({ sandboxID: route.sandboxID, err: (err as Error).message }, "resuming a sandbox for its traffic failed");
+        fail(sandboxNotFound(route.sandboxID));
+      },
+    );
+  };
+
   const logDone = (req: AnyRequest, route: Route, t0: number) => (what: number | ProxyError) => {
     const status = typeof what === "number" ? what : what.status;
     log.debug({ sandboxID: route.sandboxID, port: route.port, method: req.method, status, ms: Date.now() - t0, h2: req.httpVersionMajor === 2 }, "proxied");
   };
 
-  return {
-    handle(req, res, route) {
-      const t0 = Date.now();
-      const admitted = admit(req, route);
-      if ("status" in admitted) {
-        sendError(req, res, admitted);
-        logDone(req, route, t0)(admitted);
-        return;
+  const handle = (req: AnyRequest, res: AnyResponse, route: Route): void => {
+    const t0 = Date.now();
+    const admitted = admit(req, route);
+    if ("status" in admitted) {
+      sendError(req, res, admitted);
+      logDone(req, route, t0)(admitted);
+      return;
+    }
+    const { target, up, release } = admitted;
+    const done = (what: number | ProxyError) => {
+      release();
+      logDone(req, route, t0)(what);
+    };
+    // envd and gRPC speak h2c; other ports may be plain HTTP/1.1 servers, which every server speaks.
+    const grpc = String(req.headers["content-type"] ?? "").startsWith("application/grpc");
+    if (req.httpVersionMajor === 2 && (route.port === target.envdPort || grpc)) {
+      forwardHttp2(req as Http2ServerRequest, res as Http2ServerResponse, up, pool, done);
+    } else {
+      if (req.httpVersionMajor === 2) {
+        up.headers["host"] = up.headers[":authority"];
+        delete up.headers[":authority"];
       }
-      const { target, up, release } = admitted;
-      const done = (what: number | ProxyError) => {
-        release();
-        logDone(req, route, t0)(what);
-      };
-      // envd and gRPC speak h2c; other ports may be plain HTTP/1.1 servers, which every server speaks.
-      const grpc = String(req.headers["content-type"] ?? "").startsWith("application/grpc");
-      if (req.httpVersionMajor === 2 && (route.port === target.envdPort || grpc)) {
-        forwardHttp2(req as Http2ServerRequest, res as Http2ServerResponse, up, pool, done);
-      } else {
-        if (req.httpVersionMajor === 2) {
-          up.headers["host"] = up.headers[":authority"];
-          delete up.headers[":authority"];
-        }
-        forwardHttp1(req, res, up, agent, limits, done);
-      }
-    },
+      forwardHttp1(req, res, up, agent, limits, done);
+    }
+  };
 
-    upgrade(req, socket, head, route) {
-      const t0 = Date.now();
-      const admitted = admit(req, route);
-      if ("status" in admitted) {
-        writeRawError(req, socket, admitted);
-        logDone(req, route, t0)(admitted);
-        return;
-      }
-      const { up, release } = admitted;
-      up.headers["connection"] = "Upgrade";
-      if (req.headers.upgrade) up.headers["upgrade"] = req.headers.upgrade;
-      forwardUpgrade(req, socket, head, up, limits, () => {
-        release();
-        logDone(req, route, t0)(101);
-      });
-    },
+  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, route: Route): void => {
+    const t0 = Date.now();
+    const admitted = admit(req, route);
+    if ("status" in admitted) {
+      writeRawError(req, socket, admitted);
+      logDone(req, route, t0)(admitted);
+      return;
+    }
+    const { up, release } = admitted;
+    up.headers["connection"] = "Upgrade";
+    if (req.headers.upgrade) up.headers["upgrade"] = req.headers.upgrade;
+    forwardUpgrade(req, socket, head, up, limits, () => {
+      release();
+      logDone(req, route, t0)(101);
+    });
+  };
+
+  return {
+    handle: (req, res, route) => whenAwake(route, () => handle(req, res, route), (e) => sendError(req, res, e)),
+    upgrade: (req, socket, head, route) =>
+      whenAwake(route, () => upgrade(req, socket, head, route), (e) => {
+        if (!socket.destroyed) writeRawError(req, socket, e);
+      }),
 
     close() {
       agent.destroy();

@@ -11,6 +11,8 @@ export interface RouteTarget {
   envdPort: number;
   /** When set, requests to every other port must carry it in `e2b-traffic-access-token`. */
   trafficAccessToken?: string;
+  /** Paused, it is resumed by the first request for it (instead of a 502). */
+  autoResume?: boolean;
   /** Host header sent to non-envd ports instead of the client's; `${PORT}` becomes the port. */
   maskRequestHost?: string;
 }

@@ -55,7 +55,7 @@ export async function createSandbox(d: CreateDeps, teamID: string, input: Create
   const id = pooled?.sandboxID ?? newSandboxID();
   const now = new Date().toISOString();
   const row: SandboxRow = {
-    id, teamID, templateID: tpl.id, state: "starting", startedAt: now, endAt: now, metadata: input.metadata ?? {}, autoPause: input.autoPause ?? false,
+    id, teamID, templateID: tpl.id, state: "starting", startedAt: now, endAt: now, metadata: input.metadata ?? {}, autoPause: input.autoPause ?? false, autoResume: input.autoResume ?? false,
     secure: input.secure, trafficToken: publicTraffic ? null : trafficAccessToken(d.secret(), id), network, allowInternetAccess: input.allowInternetAccess ?? true,
     ip: null, envdPort: null, envdVersion: tpl.envdVersion, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB,
   };

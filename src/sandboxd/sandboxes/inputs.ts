@@ -3,6 +3,8 @@ export interface CreateInput {
   templateID: string;
   timeout?: number;
   autoPause?: boolean;
+  /** Resume the sandbox when traffic reaches it while paused (needs autoPause). */
+  autoResume?: boolean;
   secure: boolean;
   allowInternetAccess?: boolean;
   network?: Record<string, unknown>;

@@ -41,6 +41,11 @@ export interface SandboxService {
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
+  /**
+   * Resumes a paused sandbox created with autoResume because traffic came for it (the proxy's
+   * call), for AUTO_RESUME_TIMEOUT_S; true once it runs. Concurrent calls share one resume.
+   */
+  resumeOnTraffic(id: string): Promise<boolean>;
   /** PUT /sandboxes/{id}/network: replaces a running sandbox's outbound rules (409 when not running). */
   updateNetwork(teamID: string, id: string, update: NetworkUpdate): Promise<void>;
   /** The outbound rules of the running sandbox at `ip` (the egress proxy's and resolver's lookup). */
@@ -56,6 +61,8 @@ export interface SandboxService {
 }
 
 const ENVD_PORT = 49983;
+/** How long a sandbox resumed by traffic runs before its timeout applies again (the SDK's connect default). */
+const AUTO_RESUME_TIMEOUT_S = 300;
 const QUIET_AFTER_CREATE_MS = 100;
 
 /** Creates the service over a store and a runtime; call reconcile() before serving. */
@@ -94,7 +101,7 @@ export function createSandboxService(opts: {
     if (row.ip && row.state === "running") egressByIp.set(row.ip, policyOf(row));
     if (!row.ip || row.state === "starting") return index.delete(row.id);
     const net = row.network as { maskRequestHost?: string };
-    index.set({ sandboxID: row.id, state: row.state, ip: row.ip, envdPort: row.envdPort ?? ENVD_PORT, ...(row.trafficToken ? { trafficAccessToken: row.trafficToken } : {}), ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}) });
+    index.set({ sandboxID: row.id, state: row.state, ip: row.ip, envdPort: row.envdPort ?? ENVD_PORT, ...(row.autoResume ? { autoResume: true } : {}), ...(row.trafficToken ? { trafficAccessToken: row.trafficToken } : {}), ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}) });
   };
 
   const owned = (teamID: string, id: string, states: SandboxRow["state"][] = ["running", "paused"]): SandboxRow => {
@@ -167,6 +174,17 @@ export function createSandboxService(opts: {
       const row = owned(teamID, id);
       return detailBody(row, store.templates.get(row.templateID), tokenOf(row));
     },
+
+    resumeOnTraffic: (id) =>
+      track(serial(id, async () => {
+        const row = store.sandboxes.get(id);
+        if (!row || !row.autoResume) return false;
+        if (row.state === "paused") {
+          await resumePaused(row, AUTO_RESUME_TIMEOUT_S);
+          log.info({ sandboxID: id }, "sandbox resumed by traffic");
+        }
+        return store.sandboxes.get(id)?.state === "running";
+      })),
 
     async consoleOutput(teamID, id, maxBytes) {
       const row = owned(teamID, id);

@@ -52,6 +52,6 @@ export function detailBody(row: SandboxRow, tpl: Template | undefined, envdToken
       ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}),
       ...(net.rules ? { rules: net.rules } : {}),
     },
-    lifecycle: { autoResume: false, onTimeout: row.autoPause ? "pause" : "kill" },
+    lifecycle: { autoResume: row.autoResume ?? false, onTimeout: row.autoPause ? "pause" : "kill" },
   };
 }

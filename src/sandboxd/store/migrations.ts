@@ -53,6 +53,8 @@ const MIGRATIONS: string[] = [
      message TEXT NOT NULL, step TEXT, PRIMARY KEY (build_id, seq));
    CREATE TABLE template_tags (
      template_id TEXT NOT NULL, tag TEXT NOT NULL, build_id TEXT NOT NULL, PRIMARY KEY (template_id, tag));`,
+  // A paused sandbox that traffic through the proxy resumes (lifecycle autoResume).
+  `ALTER TABLE sandboxes ADD COLUMN auto_resume INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /** How many schema steps there are: the `user_version` of an up-to-date store. */

@@ -11,6 +11,8 @@ export interface SandboxRow {
   endAt: string;
   metadata: Record<string, string>;
   autoPause: boolean;
+  /** A paused sandbox is resumed by the first request the proxy gets for it (E2B's lifecycle autoResume). */
+  autoResume?: boolean;
   secure: boolean;
   trafficToken: string | null;
   network: Record<string, unknown>;
@@ -45,6 +47,7 @@ interface Row {
   end_at: string;
   metadata: string;
   auto_pause: number;
+  auto_resume: number;
   secure: number;
   traffic_token: string | null;
   network: string;
@@ -60,7 +63,7 @@ interface Row {
 function fromRow(r: Row): SandboxRow {
   return {
     id: r.id, teamID: r.team_id, templateID: r.template_id, state: r.state, startedAt: r.started_at, endAt: r.end_at,
-    metadata: JSON.parse(r.metadata) as Record<string, string>, autoPause: Boolean(r.auto_pause), secure: Boolean(r.secure),
+    metadata: JSON.parse(r.metadata) as Record<string, string>, autoPause: Boolean(r.auto_pause), autoResume: Boolean(r.auto_resume), secure: Boolean(r.secure),
     trafficToken: r.traffic_token, network: JSON.parse(r.network) as Record<string, unknown>, allowInternetAccess: Boolean(r.allow_internet_access),
     ip: r.ip, envdPort: r.envd_port === null ? null : Number(r.envd_port), envdVersion: r.envd_version,
     cpuCount: Number(r.cpu_count), memoryMB: Number(r.memory_mb), diskSizeMB: Number(r.disk_mb),
@@ -73,8 +76,8 @@ export function sandboxesTable(db: DatabaseSync): Sandboxes {
   const all = db.prepare("SELECT * FROM sandboxes");
   const byTeam = db.prepare("SELECT * FROM sandboxes WHERE team_id = ?");
   const countLive = db.prepare("SELECT count(*) AS n FROM sandboxes WHERE team_id = ? AND state IN ('starting', 'running')");
-  const insert = db.prepare(`INSERT INTO sandboxes (id, team_id, template_id, state, started_at, end_at, metadata, auto_pause, secure, traffic_token,
-    network, allow_internet_access, ip, envd_port, envd_version, cpu_count, memory_mb, disk_mb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insert = db.prepare(`INSERT INTO sandboxes (id, team_id, template_id, state, started_at, end_at, metadata, auto_pause, auto_resume, secure, traffic_token,
+    network, allow_internet_access, ip, envd_port, envd_version, cpu_count, memory_mb, disk_mb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE sandboxes SET state = ?, started_at = ?, end_at = ?, metadata = ?, auto_pause = ?, ip = ?, envd_port = ?,
     envd_version = ?, network = ?, allow_internet_access = ? WHERE id = ?`);
   const del = db.prepare("DELETE FROM sandboxes WHERE id = ?");
@@ -87,7 +90,7 @@ export function sandboxesTable(db: DatabaseSync): Sandboxes {
     listByTeam: (teamID) => (byTeam.all(teamID) as unknown as Row[]).map(fromRow),
     countLive: (teamID) => Number((countLive.get(teamID) as { n: number }).n),
     insert: (s) =>
-      void insert.run(s.id, s.teamID, s.templateID, s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.secure ? 1 : 0,
+      void insert.run(s.id, s.teamID, s.templateID, s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.autoResume ? 1 : 0, s.secure ? 1 : 0,
         s.trafficToken, JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.ip, s.envdPort, s.envdVersion, s.cpuCount, s.memoryMB, s.diskSizeMB),
     update: (s) =>
       void update.run(s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.ip, s.envdPort, s.envdVersion,
