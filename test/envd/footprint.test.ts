@@ -104,6 +104,9 @@ test("TurboFan is off while starting and back on once startupDone() runs", () =>
 test("TrimPolicy trims only after quiet ticks with RSS well above its floor, and not again for the same memory", () => {
   const MiB = 1024 * 1024;
   const p = new TrimPolicy(50 * MiB, 16 * MiB, 2, 0.02);
+  assert.equal(p.due(0.9, 51 * MiB), false, "busy");
+  assert.equal(p.due(0.01, 51 * MiB), true, "once after start, on the first quiet tick, whatever the slack");
+  p.trimmed(50 * MiB);
   assert.equal(p.due(0.9, 150 * MiB), false, "busy");
   assert.equal(p.due(0.01, 150 * MiB), false, "one quiet tick is not enough");
   assert.equal(p.due(0.01, 150 * MiB), true, "quiet twice, 100 MiB above the floor");

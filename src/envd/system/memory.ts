@@ -6,14 +6,17 @@ import { reduceHeap } from "./heap.js";
 const MIB = 1024 * 1024;
 
 /**
- * When to give freed memory back to the system: after the event loop has been quiet for
- * `quietTicks` ticks in a row, if RSS stands more than `slackBytes` above the lowest RSS seen
- * since the last trim. The floor follows RSS down (V8 shrinks its own heap when idle) and is
- * reset after a trim, so memory that is really in use never triggers a trim loop.
+ * When to give freed memory back to the system: once on the first quiet tick after start (what
+ * starting left behind: ~2 MiB of V8's heap, worth it on a host holding many idle daemons), then
+ * after the event loop has been quiet for `quietTicks` ticks in a row, if RSS stands more than
+ * `slackBytes` above the lowest RSS seen since the last trim. The floor follows RSS down (V8
+ * shrinks its own heap when idle) and is reset after a trim, so memory that is really in use
+ * never triggers a trim loop.
  */
 export class TrimPolicy {
   private floor: number;
   private quiet = 0;
+  private startPending = true;
 
   constructor(
     rss: number,
@@ -28,6 +31,7 @@ export class TrimPolicy {
   due(utilization: number, rss: number): boolean {
     this.floor = Math.min(this.floor, rss);
     this.quiet = utilization < this.quietUtilization ? this.quiet + 1 : 0;
+    if (this.startPending && this.quiet > 0) return true;
     return this.quiet >= this.quietTicks && rss > this.floor + this.slackBytes;
   }
 
@@ -35,6 +39,7 @@ export class TrimPolicy {
   trimmed(rss: number): void {
     this.floor = rss;
     this.quiet = 0;
+    this.startPending = false;
   }
 }
 
