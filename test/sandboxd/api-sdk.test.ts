@@ -199,6 +199,21 @@ describe("the published e2b SDK against a real sandboxd", { skip: RUNC ? false :
     assert.equal(proxied.status, 502);
     assert.equal((await api(s, ca, "GET", `/sandboxes/${plain.json.sandboxID}`)).json.state, "paused");
     assert.equal((await api(s, ca, "DELETE", `/sandboxes/${plain.json.sandboxID}`)).status, 204);
+    // a request the sandbox would refuse anyway does not resume it: no traffic token, or envd's /init
+    const priv = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", timeout: 60, autoPause: true, autoResume: { enabled: true }, secure: true, network: { allowPublicTraffic: false } } });
+    assert.equal(priv.status, 201, priv.body);
+    const privID = priv.json.sandboxID as string;
+    assert.equal((await api(s, ca, "POST", `/sandboxes/${privID}/pause`)).status, 204);
+    const noToken = await call(s.port, ca, `8000-${privID}.e2b.localhost`, "/");
+    assert.equal(noToken.status, 403, noToken.body);
+    const internal = await call(s.port, ca, `49983-${privID}.e2b.localhost`, "/init", { method: "POST", body: {} });
+    assert.notEqual(internal.status, 200);
+    assert.equal((await api(s, ca, "GET", `/sandboxes/${privID}`)).json.state, "paused", "refused requests leave it paused");
+    const withToken = await call(s.port, ca, `8000-${privID}.e2b.localhost`, "/", { headers: { "e2b-traffic-access-token": priv.json.trafficAccessToken } });
+    assert.equal(withToken.status, 502, "resumed, and nothing listens on 8000");
+    assert.match(withToken.body, /port is not open/);
+    assert.equal((await api(s, ca, "GET", `/sandboxes/${privID}`)).json.state, "running");
+    assert.equal((await api(s, ca, "DELETE", `/sandboxes/${privID}`)).status, 204);
     // autoResume needs autoPause
     const bad = await api(s, ca, "POST", "/sandboxes", { body: { templateID: "base", autoResume: { enabled: true } } });
     assert.equal(bad.status, 400);

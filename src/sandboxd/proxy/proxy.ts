@@ -50,10 +50,17 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     return { target, up: { sandboxID: target.sandboxID, ip: target.ip, port: route.port, path, headers }, release };
   };
 
-  /** Runs `go` once the route's sandbox is resumed when traffic resumes it (else `go` now); `fail` with a 502 when it cannot be. */
-  const whenAwake = (route: Route, go: () => void, fail: (e: ProxyError) => void): void => {
+  /**
+   * Runs `go` once the route's sandbox is resumed when traffic resumes it (else `go` now); `fail`
+   * with a 502 when it cannot be. A request the sandbox would refuse anyway (an internal envd
+   * path, a missing or wrong traffic token) is refused without resuming it.
+   */
+  const whenAwake = (req: AnyRequest, route: Route, go: () => void, fail: (e: ProxyError) => void): void => {
     const t = index.lookup(route.sandboxID);
     if (!t || t.state !== "paused" || !t.autoResume || !opts.wake) return go();
+    const path = originForm(req.url);
+    const refused = path === undefined ? badRequestTarget(route.sandboxID) : refusal(t, route.port, path, req.headers);
+    if (refused) return fail(refused);
     opts.wake(route.sandboxID).then(
       (running) => (running ? go() : fail(sandboxNotFound(route.sandboxID))),
       (err: unknown) => {
@@ -112,9 +119,9 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
   };
 
   return {
-    handle: (req, res, route) => whenAwake(route, () => handle(req, res, route), (e) => sendError(req, res, e)),
+    handle: (req, res, route) => whenAwake(req, route, () => handle(req, res, route), (e) => sendError(req, res, e)),
     upgrade: (req, socket, head, route) =>
-      whenAwake(route, () => upgrade(req, socket, head, route), (e) => {
+      whenAwake(req, route, () => upgrade(req, socket, head, route), (e) => {
         if (!socket.destroyed) writeRawError(req, socket, e);
       }),
 
