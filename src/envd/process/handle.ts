@@ -4,12 +4,10 @@ import { Broadcast } from "./broadcast.js";
 import { chunkedDataEvent, endEvent, eventSize, type OutputKind } from "./events.js";
 import { endFields, type EndFields, type ExitInfo } from "./exit-status.js";
 import { signalTree } from "./tree.js";
+import { Lifetime } from "./lifetime.js";
 import type { ChildIo } from "./child-io.js";
 import { OUTPUT_LIMITS, tooFarBehind } from "./limits.js";
 import type { Lease } from "./read-slabs.js";
-
-/** How late the lifetime's own timer fires when the Start's deadline is to kill the process first. */
-const LIFETIME_FALLBACK_LATE_MS = 1000;
 
 /** After the main process exits, how long output may still flow before the end event is sent anyway. */
 export const EXIT_GRACE_MS = 300;
@@ -47,7 +45,7 @@ export class ProcessHandle {
   private confirming: NodeJS.Immediate | undefined;
   private reads = 0;
   private bytesAfterExit = 0;
-  private lifetimeTimer: NodeJS.Timeout | undefined;
+  private readonly lifetime = new Lifetime(() => signalTree(this.pid, "SIGKILL"), () => this.exitInfo !== undefined);
   private endCallbacks: ((end: EndFields) => void)[] = [];
   private outputsClosedCallbacks: (() => void)[] = [];
   private endResult: EndFields | undefined;
@@ -139,7 +137,7 @@ export class ProcessHandle {
   exited(info: ExitInfo): void {
     if (this.exitInfo) return;
     this.exitInfo = info;
-    clearTimeout(this.lifetimeTimer);
+    this.lifetime.clear();
     for (const w of this.exitWaiters.splice(0)) w();
     this.maybeFinish();
   }
@@ -149,34 +147,9 @@ export class ProcessHandle {
     return this.exitInfo !== undefined;
   }
 
-  /**
-   * SIGKILLs the process tree at `endsAt` (a performance.now() time: the Connect-Timeout-Ms
-   * lifetime) unless it exits first. Given the Start's signal, whose own deadline is the same
-   * lifetime, the kill is sent from that signal's deadline abort: the stream then reads the
-   * abort before the process's end and ends with deadline_exceeded. A timer of the process's
-   * own, set in a later and busier turn of the loop, could fire first (timers count from the
-   * turn's start), and the stream would end as if the process had simply exited. If the call
-   * ends otherwise (its client left), the timer alone keeps the lifetime.
-   */
+  /** SIGKILLs the process tree at `endsAt` (performance.now() ms) unless it exits first; see Lifetime. */
   limitLifetime(endsAt: number, signal?: AbortSignal): void {
-    const kill = (): void => {
-      clearTimeout(this.lifetimeTimer);
-      if (!this.exitInfo) signalTree(this.pid, "SIGKILL");
-    };
-    const arm = (lateMs: number): void => {
-      clearTimeout(this.lifetimeTimer);
-      if (this.exitInfo) return;
-      this.lifetimeTimer = setTimeout(kill, Math.max(0, endsAt - performance.now()) + lateMs);
-      this.lifetimeTimer.unref();
-    };
-    if (!signal || signal.aborted) return arm(0);
-    // a fallback only: the signal's deadline comes first
-    arm(LIFETIME_FALLBACK_LATE_MS);
-    signal.addEventListener("abort", () => {
-      const r: unknown = signal.reason;
-      if (r instanceof ConnectError && r.code === Code.DeadlineExceeded) kill();
-      else arm(0);
-    }, { once: true });
+    this.lifetime.limit(endsAt, signal);
   }
 
   /** Signals the process tree, then waits (bounded) until the process is reaped. */
@@ -250,7 +223,7 @@ export class ProcessHandle {
 
   /** Stops timers and lets go of the process's pipes (daemon shutdown); the process keeps running. */
   release(): void {
-    clearTimeout(this.lifetimeTimer);
+    this.lifetime.clear();
     clearTimeout(this.graceTimer);
     clearImmediate(this.confirming);
     this.io?.release();
