@@ -103,7 +103,9 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
     const spec = t.spec();
     const ac = new AbortController();
     const p = t.rt.create(spec, ac.signal);
-    setTimeout(() => ac.abort(), 150);
+    // once the create is under way (its disk, layer and slot are being made): a fixed delay
+    // would race a create that finishes in ~100 ms
+    setImmediate(() => ac.abort());
     await assert.rejects(p);
     assert.deepEqual(await t.rt.list(), []);
     assert.deepEqual(leftovers(t.dataDir), []);
