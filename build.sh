@@ -20,15 +20,20 @@ echo '{"type":"commonjs"}' > dist/package.json
 # stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
 # back to src/ through dist/envd.cjs.map: `node --enable-source-maps dist/envd`.
 # ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
-npx esbuild src/envd/main.ts --bundle --platform=node --target=node24 --format=cjs \
-  --outfile=dist/envd.cjs --log-level=warning \
-  --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
-  --external:node-pty --external:@napi-rs/xattr \
-  --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:import.meta.url=undefined \
-  --banner:js='#!/usr/bin/env node'
+# Two bundles: envd.cjs, what envd needs to listen and answer /health, and envd-rest.cjs, everything
+# else, which envd.cjs loads once it listens (src/envd/load-rest.ts, src/envd/http/early.ts).
+for part in main:envd rest:envd-rest; do
+  npx esbuild "src/envd/${part%%:*}.ts" --bundle --platform=node --target=node24 --format=cjs \
+    --outfile="dist/${part#*:}.cjs" --log-level=warning \
+    --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
+    --external:node-pty --external:@napi-rs/xattr \
+    --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:ENVD_REST='"file"' \
+    --define:import.meta.url=undefined --banner:js='#!/usr/bin/env node'
+done
 # dist/envd turns on Node's on-disk compile cache (V8 code cache, in the temp dir, checked
-# against the source) before it loads the bundle: compiling the bundle from source was about
-# a fifth of envd's start. The release binary embeds its code cache instead (package-sea.mjs).
+# against the source) before it loads the entry bundle, and the cache covers the rest bundle too:
+# compiling the bundles from source was about a fifth of envd's start. The release binary embeds
+# code caches instead (package-sea.mjs).
 cat > dist/envd <<'LOADER'
 #!/usr/bin/env node
 "use strict";
@@ -36,6 +41,7 @@ try { require("node:module").enableCompileCache?.(); } catch {}
 require("./envd.cjs");
 LOADER
 chmod +x dist/envd dist/envd.cjs
+chmod -x dist/envd-rest.cjs
 
 # sandboxd, the control plane: one CommonJS file for Node 24 (node:sqlite built in), no native addon.
 npx esbuild src/sandboxd/main.ts --bundle --platform=node --target=node24 --format=cjs \

@@ -25,6 +25,9 @@ const STAGE = join(DIST, NAME);
 const TARBALL = join(DIST, `${NAME}.tar.gz`);
 const SHIM = join(ROOT, "packaging", "sea", "addons.cjs");
 const FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+/** Asset names src/envd/load-rest.ts reads (SEA_REST_ASSET, SEA_REST_CACHE). */
+const REST_ASSET = "envd-rest.js";
+const REST_CACHE = "envd-rest.cache";
 
 const t0 = Date.now();
 const step = (what) => process.stderr.write(`package: ${what} (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
@@ -42,12 +45,11 @@ const seaExternals = {
   },
 };
 
+/** The two bundles: envd's entry (the SEA's main script) and the rest it loads once listening (src/envd/load-rest.ts). */
 async function bundle() {
   rmSync(WORK, { recursive: true, force: true });
   mkdirSync(WORK, { recursive: true });
-  await esbuild.build({
-    entryPoints: [join(ROOT, "src", "envd", "main.ts")],
-    outfile: join(WORK, "envd.cjs"),
+  const common = {
     bundle: true,
     platform: "node",
     target: "node24",
@@ -57,18 +59,36 @@ async function bundle() {
     minifySyntax: process.env.ENVD_SEA_MINIFY !== "0",
     legalComments: "none",
     logLevel: "warning",
-    define: { ENVD_VERSION: JSON.stringify(VERSION), ENVD_BUNDLED: "true", "import.meta.url": "undefined" },
+    define: { ENVD_VERSION: JSON.stringify(VERSION), ENVD_BUNDLED: "true", ENVD_REST: '"sea"', "import.meta.url": "undefined" },
     plugins: [seaExternals],
-  });
+  };
+  await esbuild.build({ ...common, entryPoints: [join(ROOT, "src", "envd", "main.ts")], outfile: join(WORK, "envd.cjs") });
+  await esbuild.build({ ...common, entryPoints: [join(ROOT, "src", "envd", "rest.ts")], outfile: join(WORK, "rest.cjs") });
+  // The rest asset is the bundle wrapped as a CommonJS module function, compiled as it is by
+  // load-rest.ts; its code cache is made here, by this same Node, under the V8 flags envd runs
+  // with while it loads the rest (startup-flags.ts): V8 rejects a cache made under other flags.
+  const wrapped = `(function (exports, require, module, __filename, __dirname) {${readFileSync(join(WORK, "rest.cjs"), "utf8")}\n})`;
+  writeFileSync(join(WORK, REST_ASSET), wrapped);
+  const maker = [
+    'const v8 = require("node:v8"), vm = require("node:vm"), fs = require("node:fs");',
+    'for (const f of ["--no-turbofan", "--no-maglev", "--semi-space-growth-factor=1"]) v8.setFlagsFromString(f);',
+    `const src = fs.readFileSync(${JSON.stringify(join(WORK, REST_ASSET))}, "utf8");`,
+    `const script = new vm.Script(src, { filename: ${JSON.stringify(REST_ASSET)} });`,
+    `fs.writeFileSync(${JSON.stringify(join(WORK, REST_CACHE))}, script.createCachedData());`,
+  ].join("\n");
+  if (process.env.ENVD_SEA_CODE_CACHE !== "0") execFileSync(process.execPath, ["-e", maker], { stdio: "inherit" });
 }
 
 function blob() {
+  const assets = { [REST_ASSET]: join(WORK, REST_ASSET) };
+  if (existsSync(join(WORK, REST_CACHE))) assets[REST_CACHE] = join(WORK, REST_CACHE);
   const config = {
     main: join(WORK, "envd.cjs"),
     output: join(WORK, "sea-prep.blob"),
     disableExperimentalSEAWarning: true,
     useSnapshot: false,
     useCodeCache: process.env.ENVD_SEA_CODE_CACHE !== "0",
+    assets,
   };
   writeFileSync(join(WORK, "sea-config.json"), JSON.stringify(config, null, 2));
   try {

@@ -6,11 +6,12 @@ import { hostTokenHash, type Config } from "./config.js";
 import type { Deps } from "./deps.js";
 import { UserDb } from "./auth/users.js";
 import { SandboxState } from "./system/state.js";
-import { createLogger, type Logger } from "./http/log.js";
+import type { Logger } from "./http/log.js";
+import type { EarlyGate } from "./http/early.js";
 import { serviceEntry } from "./http/fast-unary.js";
 import { serializedFrames } from "./http/framed-stream.js";
 import { createHandler } from "./http/handler.js";
-import { Server } from "./http/server.js";
+import type { Server } from "./http/server.js";
 import { Filesystem } from "./gen/filesystem/filesystem_pb.js";
 import { Process } from "./gen/process/process_pb.js";
 import { createFilesystemService } from "./filesystem/service.js";
@@ -25,17 +26,24 @@ import { CaInstaller } from "./system/ca.js";
 import { TokenHashStore } from "./system/token-store.js";
 
 
-/** A running daemon: its port and how to stop it. */
+/** A running daemon: how to stop it. */
 export interface App {
-  readonly port: number;
-  readonly log: Logger;
   /** Graceful stop: refuse new connections, end open streams cleanly, release resources. */
   close(): Promise<void>;
 }
 
-/** Composition root: builds state, services and routes once, then listens. */
-export async function startApp(config: Config, version: string): Promise<App> {
-  const log = createLogger(config.logLevel);
+/** What main.ts has started before the rest of the daemon loads: the listening server, its gate and the logger. */
+export interface Early {
+  readonly server: Server;
+  readonly gate: EarlyGate;
+  readonly log: Logger;
+}
+
+/**
+ * Composition root: builds state, services and routes once, then opens the gate, handing the
+ * requests that waited to the full handler.
+ */
+export async function startApp(config: Config, version: string, { server, gate, log }: Early): Promise<App> {
   const state = new SandboxState(config.defaultUser, config.defaultWorkdir);
   const deps: Deps = { config, users: new UserDb(), state, log };
   await initRunDir(config.runDir, deps);
@@ -52,6 +60,7 @@ export async function startApp(config: Config, version: string): Promise<App> {
   const handler = createHandler({
     deps,
     shutdownSignal: shutdown.signal,
+    firstOperationId: gate.operationsUsed + 1,
     routes: [
       ...systemRoutes(deps, metrics),
       initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version, tokens }),
@@ -65,12 +74,8 @@ export async function startApp(config: Config, version: string): Promise<App> {
       { ...serviceEntry(Process, proc), frames: processEventFrame, direct: proc.streams },
     ],
   });
-  const server = new Server(handler, log);
-  const port = await server.listen(config.port, config.host);
-  log.info({ port, version, defaultUser: config.defaultUser }, "listening");
+  gate.open(handler);
   return {
-    port,
-    log,
     async close() {
       // Open streams end with a proper end-of-stream frame carrying this code and message.
       shutdown.abort(new ConnectError("envd is shutting down", Code.Unavailable));

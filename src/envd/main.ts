@@ -1,28 +1,55 @@
 import { startupDone } from "./startup-flags.js";
 import { parseConfig } from "./config.js";
-import { startApp } from "./app.js";
 import { envdVersion } from "./version.js";
-import { startMemoryTrimmer } from "./system/memory.js";
+import { createLogger } from "./http/log.js";
+import { EarlyGate } from "./http/early.js";
+import { Server } from "./http/server.js";
+import { prepareRest } from "./load-rest.js";
+import type { App } from "./app.js";
 
-/** Entry point: config from argv/env → start → stop gracefully on SIGTERM/SIGINT within 5 s. */
+/**
+ * Entry point: config from argv/env → listen → load the rest → stop gracefully on SIGTERM/SIGINT
+ * within 5 s. Only the HTTP server, the config and the logger load before envd listens; while the
+ * rest loads, a plain GET /health is answered and other requests wait (http/early.ts).
+ */
 async function main(): Promise<void> {
+  const t0 = performance.now();
   const version = envdVersion();
   const parsed = parseConfig(process.argv.slice(2), process.env, version);
   if ("print" in parsed) {
     (parsed.exitCode === 0 ? process.stdout : process.stderr).write(parsed.print);
     process.exit(parsed.exitCode);
   }
-  const app = await startApp(parsed.config, version);
-  startupDone();
-  startMemoryTrimmer(app.log);
+  const { config } = parsed;
+  const log = createLogger(config.logLevel);
+  const loadRest = prepareRest();
+  let app: App | undefined;
   let stopping = false;
+  const gate = new EarlyGate(log, () => {
+    if (stopping) return;
+    const t1 = performance.now();
+    loadRest()
+      .then(async ({ rest, from, codeCache }) => {
+        const loadedMs = performance.now() - t1;
+        app = await rest.startApp(config, version, { server, gate, log });
+        startupDone();
+        log.info({ from, codeCache, loadMs: Math.round(loadedMs), readyMs: Math.round(performance.now() - t0) }, "loaded");
+        rest.startMemoryTrimmer(log);
+      })
+      .catch(fail);
+  });
+  const server = new Server(gate.handle, log);
+  const port = await server.listen(config.port, config.host);
+  log.info({ port, version, defaultUser: config.defaultUser }, "listening");
+  gate.armed();
+
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, "shutting down");
+    log.info({ signal }, "shutting down");
     const hard = setTimeout(() => process.exit(0), 4800);
     hard.unref();
-    app.close().then(
+    (app ? app.close() : server.close(0)).then(
       () => process.exit(0),
       () => process.exit(1),
     );
@@ -30,10 +57,12 @@ async function main(): Promise<void> {
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGPIPE", () => undefined);
-  process.on("unhandledRejection", (err) => app.log.error({ err: String(err) }, "unhandled rejection"));
+  process.on("unhandledRejection", (err) => log.error({ err: String(err) }, "unhandled rejection"));
 }
 
-main().catch((err) => {
+function fail(err: unknown): never {
   process.stderr.write(`envd: ${(err as Error)?.stack ?? String(err)}\n`);
   process.exit(1);
-});
+}
+
+main().catch(fail);

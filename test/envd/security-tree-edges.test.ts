@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Filesystem } from "../../src/envd/gen/filesystem/filesystem_pb.js";
-import { ENVD_BUNDLE, ROOT, startDaemon, type Daemon } from "./helpers/daemon.js";
+import { ENVD_BUNDLE, ENVD_REST_BUNDLE, ROOT, startDaemon, type Daemon } from "./helpers/daemon.js";
 import { basicAuth, clients, tempDir } from "./helpers/clients.js";
 
 let d: Daemon;
@@ -118,10 +118,11 @@ test("MakeDir and Move still follow links in directories that already exist, as 
 });
 
 test("without the native addon, a tree removal and creating directories for a user are refused, not done by path", async () => {
-  // The bundle alone in a directory where no addon is found (its lookup: beside the script,
+  // The two bundles alone in a directory where no addon is found (its lookup: beside the script,
   // build output above it or the working directory, /usr/lib/envd).
   const alone = mkdtempSync(join(tmpdir(), "envd-noaddon-"));
   copyFileSync(ENVD_BUNDLE, join(alone, "envd"));
+  copyFileSync(ENVD_REST_BUNDLE, join(alone, "envd-rest.cjs"));
   writeFileSync(join(alone, "package.json"), '{"type":"commonjs"}');
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_PATH: join(ROOT, "node_modules") };
   delete env.ENVD_ADDON_DIR;

@@ -45,12 +45,13 @@ export interface HandlerParts {
    */
   services: (ServiceEntry & { frames?: FrameEncoder; direct?: DirectStreams })[];
   shutdownSignal: AbortSignal;
+  /** The access log's first operation id (the early gate's answers took those before it). */
+  firstOperationId?: number;
 }
 
-let operationId = 0;
-
 /** Builds the one request handler: CORS → token gate → plain routes or Connect, with one access-log line. */
-export function createHandler({ deps, routes, services, shutdownSignal }: HandlerParts): (req: Req, res: Res) => void {
+export function createHandler({ deps, routes, services, shutdownSignal, firstOperationId = 1 }: HandlerParts): (req: Req, res: Res) => void {
+  let operationId = firstOperationId - 1;
   const records = new WeakMap<Req, RequestRecord>();
   const responses = new WeakMap<Req, Res>();
   const table = new Map<string, Route[]>();

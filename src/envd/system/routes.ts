@@ -1,6 +1,7 @@
 import type { Deps } from "../deps.js";
 import type { Route } from "../http/routes.js";
 import type { MetricsSampler } from "./metrics.js";
+import { answerHealth } from "../http/early.js";
 
 /** GET /health, /envs and /metrics. */
 export function systemRoutes(deps: Deps, metrics: MetricsSampler): Route[] {
@@ -9,11 +10,7 @@ export function systemRoutes(deps: Deps, metrics: MetricsSampler): Route[] {
       method: "GET",
       path: "/health",
       exempt: true,
-      handler: ({ res }) => {
-        res.statusCode = 204;
-        res.setHeader("Cache-Control", "no-store");
-        res.end();
-      },
+      handler: ({ res }) => answerHealth(res),
     },
     {
       method: "GET",

@@ -8,8 +8,10 @@ import { fileURLToPath } from "node:url";
 export const ROOT = resolve(fileURLToPath(new URL("../../../../", import.meta.url)));
 /** The daemon under test: dist/envd, which ./build.sh makes (it loads the bundle beside it). */
 export const ENVD_BIN = join(ROOT, "dist", "envd");
-/** The bundle itself: one file that runs anywhere as `node <file>` (addons are looked up). */
+/** The entry bundle: it runs anywhere as `node <file>` with envd-rest.cjs beside it (addons are looked up). */
 export const ENVD_BUNDLE = join(ROOT, "dist", "envd.cjs");
+/** What the entry bundle loads once it listens. */
+export const ENVD_REST_BUNDLE = join(ROOT, "dist", "envd-rest.cjs");
 
 /** A running daemon started for a test. */
 export interface Daemon {
@@ -33,6 +35,8 @@ export interface StartOptions {
   unitPriorities?: boolean;
   /** A command the daemon is started through (it must exec its arguments, so the pid stays the daemon's). */
   prefix?: string[];
+  /** Another build of the daemon to start instead of dist/envd (the release executable, say). */
+  bin?: string;
 }
 
 /** The unit's Nice= (packaging/envd.service). */
@@ -55,17 +59,21 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     "--ca-cert", join(scratch, "e2b-ca.crt"),
     ...(opts.args ?? []),
   ];
-  const [file, ...argv] = [...(opts.prefix ?? []), ...(opts.unitPriorities ? UNIT_PRIORITIES : []), ENVD_BIN, ...args];
+  const [file, ...argv] = [...(opts.prefix ?? []), ...(opts.unitPriorities ? UNIT_PRIORITIES : []), opts.bin ?? ENVD_BIN, ...args];
   const proc = spawn(file, argv, { env: { ...process.env, ...opts.env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   proc.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
   proc.stderr!.setEncoding("utf8").on("data", (d: string) => (out += d));
   const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
+  // Started means listening and, where the level logs it, the rest loaded (as a first request
+  // other than GET /health would wait for).
+  const level = args[args.lastIndexOf("--log-level") + 1];
+  const ready = args.includes("--log-level") && !["trace", "debug", "info"].includes(level) ? () => true : () => out.includes('"msg":"loaded"');
   const port = await new Promise<number>((resolvePort, reject) => {
     const timer = setTimeout(() => reject(new Error(`daemon did not start in 15 s:\n${out}`)), 15_000);
     const check = () => {
       const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(out);
-      if (m) {
+      if (m && ready()) {
         clearTimeout(timer);
         proc.stdout!.off("data", check);
         resolvePort(Number(m[1]));
