@@ -2,6 +2,7 @@ import { startupDone } from "./startup-flags.js";
 import { parseConfig } from "./config.js";
 import { envdVersion } from "./version.js";
 import { createLogger } from "./http/log.js";
+import { installHeaders } from "./http/headers.js";
 import { EarlyGate } from "./http/early.js";
 import { Server } from "./http/server.js";
 import { prepareRest } from "./load-rest.js";
@@ -14,6 +15,7 @@ import type { App } from "./app.js";
  */
 async function main(): Promise<void> {
   const t0 = performance.now();
+  installHeaders();
   const version = envdVersion();
   const parsed = parseConfig(process.argv.slice(2), process.env, version);
   if ("print" in parsed) {

@@ -54,12 +54,13 @@ test("an idle daemon has not loaded node-pty or xattr; the first PTY and metadat
   }
 });
 
-test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB of idle RSS), http2 or crypto; the first h2c connection loads http2", async () => {
+test("a daemon that just started has not loaded undici (fetch, Headers: +18 MiB RSS when loaded), http2 or crypto; the first h2c connection loads http2, and serving never loads undici", async () => {
   const t = await tempDir("footprint-modules");
   // A preload of this test's: on SIGUSR2 the daemon writes the internal modules it has loaded.
   const preload = join(t.path, "modules.cjs");
   const list = join(t.path, "modules.txt");
-  writeFileSync(preload, `process.on("SIGUSR2", () => require("fs").writeFileSync(${JSON.stringify(list)}, process.moduleLoadList.join("\\n")));`);
+  // Written whole, then renamed: the test reads it as soon as it exists.
+  writeFileSync(preload, `process.on("SIGUSR2", () => { const fs = require("fs"); fs.writeFileSync(${JSON.stringify(list + ".part")}, process.moduleLoadList.join("\\n")); fs.renameSync(${JSON.stringify(list + ".part")}, ${JSON.stringify(list)}); });`);
   const d = await startDaemon({ env: { NODE_OPTIONS: `--require ${preload}` } });
   const loaded = async (): Promise<string> => {
     process.kill(d.pid, "SIGUSR2");
@@ -78,6 +79,19 @@ test("a daemon that just started has not loaded undici (fetch, Headers: ~6 MiB o
     await h2.fs.binary.stat({ path: "/" });
     const after = await loaded();
     assert.match(after, /NativeModule http2\b/, "an h2c call loads http2");
+    // Connect's Headers (call contexts, errors, ends of streams) are envd's own: serving does not load undici either.
+    unlinkSync(list);
+    const sbx = await sdkSandbox(d.url);
+    assert.equal((await sbx.commands.run("echo used")).stdout, "used\n");
+    await assert.rejects(sbx.files.getInfo(join(t.path, "missing")), /not found|does not exist/i);
+    await sbx.files.write(join(t.path, "w.txt"), "x");
+    assert.equal(await sbx.files.read(join(t.path, "w.txt")), "x");
+    const watch = await sbx.files.watchDir(t.path, () => undefined);
+    await watch.stop();
+    await assert.rejects(h2.fs.json.listDir({ path: join(t.path, "missing") }));
+    const used = await loaded();
+    assert.match(used, /NativeModule http2\b/, "the list is the same daemon's");
+    assert.doesNotMatch(used, /undici/, "serving loaded undici");
   } finally {
     await d.stop();
     t.cleanup();
