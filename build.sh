@@ -21,23 +21,24 @@ echo '{"type":"commonjs"}' > dist/package.json
 # back to src/ through dist/envd.cjs.map: `node --enable-source-maps dist/envd`.
 # ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
 # Two bundles: envd.cjs, what envd needs to listen and answer /health, and envd-rest.cjs, everything
-# else, which envd.cjs loads once it listens (src/envd/load-rest.ts, src/envd/http/early.ts).
-for part in main:envd rest:envd-rest; do
-  npx esbuild "src/envd/${part%%:*}.ts" --bundle --platform=node --target=node24 --format=cjs \
-    --outfile="dist/${part#*:}.cjs" --log-level=warning \
-    --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
-    --external:node-pty --external:@napi-rs/xattr \
-    --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:ENVD_REST='"file"' \
-    --define:import.meta.url=undefined --banner:js='#!/usr/bin/env node'
-done
-# dist/envd turns on Node's on-disk compile cache (V8 code cache, in the temp dir, checked
-# against the source) before it loads the entry bundle, and the cache covers the rest bundle too:
-# compiling the bundles from source was about a fifth of envd's start. The release binary embeds
-# code caches instead (package-sea.mjs).
+# else, which envd.cjs loads once it listens (src/envd/load-rest.ts, src/envd/http/early.ts), with
+# the V8 code cache dist/envd-rest.cache made here by this Node (compiling the bundle from source
+# was about a fifth of envd's start). The release binary embeds both (package-sea.mjs).
+npx esbuild src/envd/main.ts --bundle --platform=node --target=node24 --format=cjs \
+  --outfile=dist/envd.cjs --log-level=warning \
+  --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
+  --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:ENVD_REST='"file"' \
+  --define:import.meta.url=undefined --banner:js='#!/usr/bin/env node'
+npx esbuild src/envd/rest.ts --bundle --platform=node --target=node24 --format=cjs \
+  --outfile=dist/envd-rest.cjs --log-level=warning \
+  --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
+  --external:node-pty --external:@napi-rs/xattr \
+  --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:ENVD_REST='"file"' \
+  --define:import.meta.url=undefined
+node scripts/code-cache.mjs dist/envd-rest.cjs dist/envd-rest.cache
 cat > dist/envd <<'LOADER'
 #!/usr/bin/env node
 "use strict";
-try { require("node:module").enableCompileCache?.(); } catch {}
 require("./envd.cjs");
 LOADER
 chmod +x dist/envd dist/envd.cjs

@@ -64,24 +64,13 @@ async function bundle() {
   };
   await esbuild.build({ ...common, entryPoints: [join(ROOT, "src", "envd", "main.ts")], outfile: join(WORK, "envd.cjs") });
   await esbuild.build({ ...common, entryPoints: [join(ROOT, "src", "envd", "rest.ts")], outfile: join(WORK, "rest.cjs") });
-  // The rest asset is the bundle wrapped as a CommonJS module function, compiled as it is by
-  // load-rest.ts; its code cache is made here, by this same Node, under the V8 flags envd runs
-  // with while it loads the rest (startup-flags.ts): V8 rejects a cache made under other flags.
-  const wrapped = `(function (exports, require, module, __filename, __dirname) {${readFileSync(join(WORK, "rest.cjs"), "utf8")}\n})`;
-  writeFileSync(join(WORK, REST_ASSET), wrapped);
-  const maker = [
-    'const v8 = require("node:v8"), vm = require("node:vm"), fs = require("node:fs");',
-    'for (const f of ["--no-turbofan", "--no-maglev", "--semi-space-growth-factor=1"]) v8.setFlagsFromString(f);',
-    `const src = fs.readFileSync(${JSON.stringify(join(WORK, REST_ASSET))}, "utf8");`,
-    `const script = new vm.Script(src, { filename: ${JSON.stringify(REST_ASSET)} });`,
-    `fs.writeFileSync(${JSON.stringify(join(WORK, REST_CACHE))}, script.createCachedData());`,
-  ].join("\n");
-  if (process.env.ENVD_SEA_CODE_CACHE !== "0") execFileSync(process.execPath, ["-e", maker], { stdio: "inherit" });
+  // The rest asset is the bundle wrapped as a CommonJS module function; its code cache beside it.
+  execFileSync(process.execPath, [join(ROOT, "scripts", "code-cache.mjs"), join(WORK, "rest.cjs"), join(WORK, REST_CACHE), join(WORK, REST_ASSET)], { stdio: "inherit" });
 }
 
 function blob() {
   const assets = { [REST_ASSET]: join(WORK, REST_ASSET) };
-  if (existsSync(join(WORK, REST_CACHE))) assets[REST_CACHE] = join(WORK, REST_CACHE);
+  if (process.env.ENVD_SEA_CODE_CACHE !== "0") assets[REST_CACHE] = join(WORK, REST_CACHE);
   const config = {
     main: join(WORK, "envd.cjs"),
     output: join(WORK, "sea-prep.blob"),

@@ -1,5 +1,7 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { Script } from "node:vm";
 import type * as RestModule from "./rest.js";
 
 /** What dist/envd-rest.cjs (or the executable's rest asset) exports. */
@@ -12,7 +14,7 @@ export type Rest = typeof RestModule;
  */
 declare const ENVD_REST: "file" | "sea" | undefined;
 
-/** The single executable's assets: the rest, already wrapped as a CommonJS function, and its code cache. */
+/** The single executable's assets: the rest, already wrapped as a CommonJS module function, and its code cache. */
 export const SEA_REST_ASSET = "envd-rest.js";
 export const SEA_REST_CACHE = "envd-rest.cache";
 
@@ -38,30 +40,28 @@ export function prepareRest(): () => Promise<Loaded> {
   }
   if (ENVD_REST === "sea") return async () => loadFromSea();
   const file = join(__dirname, "envd-rest.cjs");
-  const source = readFileSync(file, "utf8");
-  return async () => ({ rest: compileFile(file, source), from: "file" });
+  let read: { source: string; cachedData?: Buffer } | undefined = { source: wrapCommonJs(readFileSync(file, "utf8")) };
+  try {
+    read.cachedData = readFileSync(join(__dirname, "envd-rest.cache"));
+  } catch {
+    read.cachedData = undefined;
+  }
+  return async () => {
+    if (!read) throw new Error("envd's rest is loaded once");
+    const { source, cachedData } = read;
+    // The cache (~0.2 MiB) is garbage once compiled; the source lives on in the compiled script.
+    read = undefined;
+    return { from: "file", ...run(source, file, cachedData, createRequire(file), file) };
+  };
 }
 
-/**
- * Evaluates a CommonJS file from its source, read earlier, as require() would: through the
- * module loader's compile step, which uses Node's compile cache when dist/envd has turned it on.
- */
-function compileFile(file: string, source: string): Rest {
-  const Module = require("node:module") as unknown as {
-    new (id: string, parent?: unknown): { filename: string; paths: string[]; loaded: boolean; exports: unknown; _compile(content: string, filename: string): void };
-    _nodeModulePaths(dir: string): string[];
-  };
-  const mod = new Module(file, module);
-  mod.filename = file;
-  mod.paths = Module._nodeModulePaths(dirname(file));
-  mod._compile(source, file);
-  mod.loaded = true;
-  return mod.exports as Rest;
+/** A CommonJS module's source as the function the module loader would make of it (scripts/code-cache.mjs wraps the same way). */
+export function wrapCommonJs(source: string): string {
+  return `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
 }
 
 function loadFromSea(): Loaded {
   const sea = require("node:sea") as typeof import("node:sea");
-  const vm = require("node:vm") as typeof import("node:vm");
   const source = sea.getAsset(SEA_REST_ASSET, "utf8");
   let cachedData: Buffer | undefined;
   try {
@@ -69,9 +69,14 @@ function loadFromSea(): Loaded {
   } catch {
     cachedData = undefined;
   }
-  const script = new vm.Script(source, { filename: SEA_REST_ASSET, cachedData });
+  return { from: "sea", ...run(source, SEA_REST_ASSET, cachedData, require, process.execPath) };
+}
+
+/** Compiles a wrapped module (with its code cache, when there is one) and runs it: its exports, and whether V8 took the cache. */
+function run(wrapped: string, filename: string, cachedData: Buffer | undefined, req: NodeRequire, file: string): Omit<Loaded, "from"> {
+  const script = new Script(wrapped, { filename, cachedData });
   const fn = script.runInThisContext() as (exports: object, req: NodeRequire, module: { exports: object }, file: string, dir: string) => void;
   const mod = { exports: {} };
-  fn.call(mod.exports, mod.exports, require, mod, process.execPath, dirname(process.execPath));
-  return { rest: mod.exports as Rest, from: "sea", codeCache: !cachedData ? "none" : script.cachedDataRejected ? "rejected" : "accepted" };
+  fn.call(mod.exports, mod.exports, req, mod, file, dirname(file));
+  return { rest: mod.exports as Rest, codeCache: !cachedData ? "none" : script.cachedDataRejected ? "rejected" : "accepted" };
 }

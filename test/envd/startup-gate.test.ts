@@ -147,13 +147,13 @@ test("the gate's /health answer is byte for byte the full handler's (Date aside)
 const sea = join(ROOT, "dist", ARTIFACT_NAME, "envd");
 
 for (const [label, bin, from] of [["dist/envd", undefined, "file"], ["the release executable", sea, "sea"]] as const) {
-  test(`${label} loads the rest once it listens${from === "sea" ? ", with the code cache made at build time" : ""}, and then serves`, async () => {
+  test(`${label} loads the rest once it listens, with the code cache made at build time, and then serves`, async () => {
     if (bin) assert.ok(existsSync(bin), `${bin} is not built (./build.sh --envd-artifact)`);
     const d = await startDaemon({ bin, args: ["--log-level", "debug"] });
     try {
       const loaded = await loadedLine(d);
       assert.equal(loaded.from, from);
-      if (from === "sea") assert.equal(loaded.codeCache, "accepted", "V8 took the rest's code cache");
+      assert.equal(loaded.codeCache, "accepted", "V8 took the rest's code cache");
       const logs = d.logs();
       assert.ok(logs.indexOf('"msg":"listening"') < logs.indexOf('"msg":"loaded"'), "listening comes first");
       const sbx = await sdkSandbox(d.url);
