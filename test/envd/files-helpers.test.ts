@@ -1,5 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { ROOT } from "./helpers/daemon.js";
 import { identityRejected, negotiateEncoding, requestCoding } from "../../src/envd/files/encoding.js";
 import { inlineDisposition } from "../../src/envd/files/disposition.js";
 import { evaluatePreconditions } from "../../src/envd/files/conditional.js";
@@ -120,6 +124,19 @@ test("content type from the raw path's extension, else sniffed", () => {
   assert.equal(sniffContentType(Buffer.from([0, 1, 2, 3])), "application/octet-stream");
   assert.equal(sniffContentType(Buffer.from("%PDF-1.7")), "application/pdf");
   assert.equal(sniffContentType(Buffer.from("  <html><body>")), "text/html; charset=utf-8");
+});
+
+test("the generated extension table gives what mime-types gives for every extension mime-db knows, and is not stale", () => {
+  const mime = createRequire(import.meta.url)("mime-types") as typeof import("mime-types");
+  const exts = Object.keys(mime.types);
+  assert.ok(exts.length > 1000, `mime-db lists ${exts.length} extensions`);
+  for (const ext of exts) {
+    const want = mime.contentType(`.${ext}`) || undefined;
+    assert.equal(typeByExtension(`/d/file.${ext}`), want, ext);
+    assert.equal(typeByExtension(`/d/FILE.${ext.toUpperCase()}`), want, `${ext} in upper case`);
+  }
+  for (const odd of ["/d/file.", "/d/.", "/d/file.nosuchext", "/d.txt/file"]) assert.equal(typeByExtension(odd), mime.contentType(extensionOf(odd)) || undefined, odd);
+  execFileSync(process.execPath, [join(ROOT, "scripts", "gen-mime-table.mjs"), "--check"], { stdio: "pipe" });
 });
 
 test("xattr errno is read from @napi-rs/xattr messages", () => {

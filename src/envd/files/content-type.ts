@@ -1,7 +1,18 @@
-import { lazy } from "../lazy.js";
+import { MIME_TABLE } from "./mime-table.generated.js";
 
-// The mime table (mime-db, ~2500 types) is built on the first lookup, not at start.
-const mime = lazy<typeof import("mime-types")>("mime-types", () => require("mime-types"));
+let byExtension: Map<string, string> | undefined;
+
+/** Extension (lower case, no dot) → Content-Type, from the generated table, built on the first lookup. */
+function table(): Map<string, string> {
+  if (byExtension) return byExtension;
+  byExtension = new Map();
+  for (const line of MIME_TABLE.split("\n")) {
+    const tab = line.indexOf("\t");
+    const type = line.slice(0, tab);
+    for (const ext of line.slice(tab + 1).split(" ")) byExtension.set(ext, type);
+  }
+  return byExtension;
+}
 
 /** The extension of the last path element as Go's filepath.Ext sees it (a leading dot counts). */
 export function extensionOf(path: string): string {
@@ -14,7 +25,7 @@ export function extensionOf(path: string): string {
 export function typeByExtension(rawPath: string): string | undefined {
   const ext = extensionOf(rawPath);
   if (!ext) return undefined;
-  return mime().contentType(ext) || undefined;
+  return table().get(ext.slice(1).toLowerCase());
 }
 
 const SIGNATURES: ReadonlyArray<readonly [string, string]> = [
