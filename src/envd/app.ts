@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setMaxListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -46,12 +46,16 @@ export interface Early {
 export async function startApp(config: Config, version: string, { server, gate, log }: Early): Promise<App> {
   const state = new SandboxState(config.defaultUser, config.defaultWorkdir);
   const deps: Deps = { config, users: new UserDb(), state, log };
-  await initRunDir(config.runDir, deps);
+  initRunDir(config.runDir, deps);
   const tokens = new TokenHashStore(join(config.runDir, "envd"));
   closeUntilInit(deps, tokens);
 
   const metrics = new MetricsSampler();
-  await metrics.prime().catch(() => undefined);
+  try {
+    metrics.prime();
+  } catch {
+    // the first /metrics then has no earlier sample to compare CPU time with
+  }
   const fs = createFilesystemService(deps);
   const proc = createProcessService(deps);
   const shutdown = new AbortController();
@@ -117,15 +121,22 @@ function closeUntilInit(deps: Deps, tokens: TokenHashStore): void {
  */
 const IDENTITY = ["E2B_SANDBOX_ID", "E2B_TEMPLATE_ID"] as const;
 
-async function initRunDir(runDir: string, deps: Deps): Promise<void> {
+/** The run dir's identity files, written synchronously: an asynchronous write would start libuv's thread pool in an idle daemon. */
+function initRunDir(runDir: string, deps: Deps): void {
   deps.state.envs.setInternal("E2B_SANDBOX", "true");
   const ids = IDENTITY.flatMap((name) => (/^[A-Za-z0-9_-]{1,64}$/.test(process.env[name] ?? "") ? [[name, process.env[name]!] as const] : []));
   for (const [name, value] of ids) deps.state.envs.setInternal(name, value);
   try {
-    await mkdir(runDir, { recursive: true, mode: 0o755 });
-    await writeFile(join(runDir, ".E2B_SANDBOX"), "true", { mode: 0o444 }).catch(async () => undefined);
-    for (const [name, value] of ids) await writeFile(join(runDir, `.${name}`), value, { mode: 0o444 }).catch(async () => undefined);
+    mkdirSync(runDir, { recursive: true, mode: 0o755 });
   } catch (err) {
     deps.log.warn({ err: String(err), runDir }, "cannot prepare run dir");
+    return;
+  }
+  for (const [file, value] of [[".E2B_SANDBOX", "true"], ...ids.map(([name, v]) => [`.${name}`, v])]) {
+    try {
+      writeFileSync(join(runDir, file), value, { mode: 0o444 });
+    } catch {
+      // a read-only leftover from an earlier run: its content is the same
+    }
   }
 }

@@ -31,10 +31,10 @@ test("cgroup v2: memory.max, memory.current, the file cache, cpu.max and usage_u
     "cpu.stat": "usage_usec 2500000\nuser_usec 2000000\n",
   });
   try {
-    assert.deepEqual(await readCgroup(t.root), { memLimit: 512 * MiB, memUsage: 100 * MiB, memCache: 30 * MiB, cpus: 1.5, cpuUsageNs: 2_500_000_000 });
+    assert.deepEqual(readCgroup(t.root), { memLimit: 512 * MiB, memUsage: 100 * MiB, memCache: 30 * MiB, cpus: 1.5, cpuUsageNs: 2_500_000_000 });
     t.set("memory.max", "max\n");
     t.set("cpu.max", "max 100000\n");
-    const open = await readCgroup(t.root);
+    const open = readCgroup(t.root);
     assert.equal(open.memLimit, undefined);
     assert.equal(open.cpus, undefined);
   } finally {
@@ -52,10 +52,10 @@ test("cgroup v1: memory and cpu,cpuacct controllers; the unlimited value is no l
     "cpu,cpuacct/cpuacct.usage": "123456789\n",
   });
   try {
-    assert.deepEqual(await readCgroup(t.root), { memLimit: 256 * MiB, memUsage: 64 * MiB, memCache: 16 * MiB, cpus: 2, cpuUsageNs: 123456789 });
+    assert.deepEqual(readCgroup(t.root), { memLimit: 256 * MiB, memUsage: 64 * MiB, memCache: 16 * MiB, cpus: 2, cpuUsageNs: 123456789 });
     t.set("memory/memory.limit_in_bytes", "9223372036854771712\n");
     t.set("cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-    const open = await readCgroup(t.root);
+    const open = readCgroup(t.root);
     assert.equal(open.memLimit, undefined);
     assert.equal(open.cpus, undefined);
   } finally {
@@ -75,11 +75,11 @@ test("the sampler reports a limited cgroup's memory and CPU, and the machine's w
   });
   try {
     const s = new MetricsSampler("/", t.root);
-    await s.prime();
+    s.prime();
     await new Promise((r) => setTimeout(r, 200));
     // 1 CPU's quota, of which the cgroup used 100 ms in the 200 ms (or more) since prime()
     t.set("cpu.stat", "usage_usec 100000\n");
-    const m = await s.sample();
+    const m = s.sample();
     assert.equal(m.mem_total, 512 * MiB);
     assert.equal(m.mem_cache, 30 * MiB);
     assert.equal(m.mem_used, 70 * MiB);
@@ -90,7 +90,7 @@ test("the sampler reports a limited cgroup's memory and CPU, and the machine's w
     }
     t.set("memory.max", "max\n");
     t.set("cpu.max", "max 100000\n");
-    const open = await s.sample();
+    const open = s.sample();
     assert.equal(open.mem_total, machine);
     assert.equal(open.cpu_count, availableParallelism());
   } finally {

@@ -1,4 +1,4 @@
-import { readFile, statfs } from "node:fs/promises";
+import { readFileSync, statfsSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { readCgroup } from "./cgroup-limits.js";
 
@@ -57,15 +57,19 @@ export class MetricsSampler {
   ) {}
 
   /** Takes the start-up CPU sample so the first /metrics has a window to compare with. */
-  async prime(): Promise<void> {
-    this.prev = parseCpu(await readFile("/proc/stat", "utf8"));
-    const cg = await readCgroup(this.cgroupRoot);
+  prime(): void {
+    this.prev = parseCpu(readFileSync("/proc/stat", "utf8"));
+    const cg = readCgroup(this.cgroupRoot);
     if (cg.cpuUsageNs !== undefined) this.prevCgroup = { usageNs: cg.cpuUsageNs, at: process.hrtime.bigint() };
   }
 
-  /** One /metrics answer; CPU % covers the time since the previous call. */
-  async sample(): Promise<Metrics> {
-    const [stat, meminfo, fs, cg] = await Promise.all([readFile("/proc/stat", "utf8"), readFile("/proc/meminfo", "utf8"), statfs(this.diskPath), readCgroup(this.cgroupRoot)]);
+  /**
+   * One /metrics answer; CPU % covers the time since the previous call. Read synchronously: /proc,
+   * the cgroup files and the root filesystem's statfs answer from memory in microseconds, and the
+   * host polls this every few seconds, so an idle daemon never starts libuv's thread pool for it.
+   */
+  sample(): Metrics {
+    const [stat, meminfo, fs, cg] = [readFileSync("/proc/stat", "utf8"), readFileSync("/proc/meminfo", "utf8"), statfsSync(this.diskPath), readCgroup(this.cgroupRoot)];
     const cpu = parseCpu(stat);
     const prev = this.prev ?? cpu;
     this.prev = cpu;

@@ -23,7 +23,7 @@ export function systemRoutes(deps: Deps, metrics: MetricsSampler): Route[] {
       handler: async ({ res, log }) => {
         let body: unknown;
         try {
-          body = await metrics.sample();
+          body = metrics.sample();
         } catch (err) {
           log.warn({ err: String(err) }, "metrics collection failed");
           res.statusCode = 500;
