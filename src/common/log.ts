@@ -1,4 +1,5 @@
-import { write, writeSync } from "node:fs";
+import { fstatSync, write, writeSync } from "node:fs";
+import { isatty } from "node:tty";
 
 /**
  * The JSON-lines logger both programs use: `{"level":"info","time":"<ISO>","logger":"envd",…fields,"msg":"…"}`
@@ -7,9 +8,13 @@ import { write, writeSync } from "node:fs";
  * and 11 ms of CPU before the first answer (medians of 11 starts on Node 24), and sandboxd starts
  * one envd per sandbox; both programs need only levels, fields and redaction.
  *
- * Lines are written asynchronously (a synchronous write per request cost ~0.2 ms of the event loop
- * each, and a full pipe stalled every request); lines waiting beyond MAX_BUFFERED_BYTES are
- * dropped and counted, and what is still buffered is written synchronously when the process exits.
+ * Lines to a pipe, socket or terminal are written asynchronously (a synchronous write per request
+ * cost ~0.2 ms of the event loop each, and a full pipe stalled every request); lines waiting beyond
+ * MAX_BUFFERED_BYTES are dropped and counted, and what is still buffered is written synchronously
+ * when the process exits. Lines to a regular file or /dev/null (sandboxd gives envd its console
+ * file) are written at once: ~1 µs a line there, against ~50 µs of CPU for a write through libuv's
+ * thread pool, which an idle daemon then never starts (+1.7 MiB RSS). A write that takes longer
+ * than SLOW_WRITE_MS (a disk under pressure) turns that off for good.
  */
 export interface LogFn {
   (fields: object, msg?: string): void;
@@ -35,6 +40,19 @@ export function isLogLevel(s: string): s is LogLevel {
 
 /** Log lines waiting for a stuck output beyond this are dropped rather than held in memory. */
 const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
+
+/** A direct write slower than this sends every later line through the asynchronous path. */
+const SLOW_WRITE_MS = 5;
+
+/** Whether writes to `fd` complete at once: a regular file, or a character device that is not a terminal (/dev/null). */
+function writesAtOnce(fd: number): boolean {
+  try {
+    const st = fstatSync(fd);
+    return st.isFile() || (st.isCharacterDevice() && !isatty(fd));
+  } catch {
+    return false;
+  }
+}
 
 export interface JsonLoggerOptions {
   level: string;
@@ -134,11 +152,15 @@ class LineWriter {
   private writing = false;
   private dropped = 0;
 
+  private direct: boolean;
+
   constructor(private readonly fd: number) {
+    this.direct = writesAtOnce(fd);
     process.once("exit", () => this.flushSync());
   }
 
   push(line: string): void {
+    if (this.direct && !this.writing) return this.writeDirect(line);
     if (this.queued + line.length > MAX_BUFFERED_BYTES) {
       this.dropped++;
       return;
@@ -146,6 +168,18 @@ class LineWriter {
     this.queue.push(line);
     this.queued += line.length;
     if (!this.writing) this.writeSoon();
+  }
+
+  /** One line, now; an error (a full disk) loses it, as on the asynchronous path. */
+  private writeDirect(line: string): void {
+    const buf = Buffer.from(line);
+    const started = performance.now();
+    try {
+      for (let off = 0; off < buf.length; ) off += writeSync(this.fd, buf, off, buf.length - off);
+    } catch {
+      // not delivered; later lines may be
+    }
+    if (performance.now() - started > SLOW_WRITE_MS) this.direct = false;
   }
 
   private writeSoon(): void {

@@ -95,3 +95,41 @@ test("an unknown level is refused with the list of known ones", () => {
   assert.notEqual(r.status, 0);
   assert.match(r.stderr, /log level must be one of trace\|debug\|info\|warn\|error\|fatal\|silent, got 'verbose'/);
 });
+
+test("to a regular file or /dev/null a line is written before the call returns, without libuv's thread pool", () => {
+  const dir = mkdtempSync(join(tmpdir(), "log-test-"));
+  try {
+    const file = join(dir, "out");
+    const script = `
+      import { openSync, readFileSync, writeSync } from "node:fs";
+      import { createJsonLogger } from ${JSON.stringify(LOG_MODULE)};
+      const threads = () => Number(/^Threads:\\s+(\\d+)/m.exec(readFileSync("/proc/self/status", "utf8"))[1]);
+      const before = threads();
+      const log = createJsonLogger({ fd: openSync(${JSON.stringify(file)}, "w"), level: "info", name: "x" });
+      log.info({ n: 1 }, "first");
+      const now = readFileSync(${JSON.stringify(file)}, "utf8");
+      const nul = createJsonLogger({ fd: openSync("/dev/null", "w"), level: "info", name: "x" });
+      for (let i = 0; i < 100; i++) nul.info({ i }, "gone");
+      setTimeout(() => writeSync(2, JSON.stringify({ now, before, after: threads() })), 100);`;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 20_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const got = JSON.parse(r.stderr) as { now: string; before: number; after: number };
+    assert.match(got.now, /"msg":"first"/, "written before log.info returned");
+    assert.equal(got.after, got.before, "no thread pool started for the writes");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("to a pipe lines go out asynchronously, all of them and in order, also when the process exits at once", () => {
+  const script = `
+    import { createJsonLogger } from ${JSON.stringify(LOG_MODULE)};
+    const log = createJsonLogger({ fd: 1, level: "info", name: "x" });
+    for (let i = 0; i < 5000; i++) log.info({ i }, "line");
+    process.exit(0);`;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 20_000, stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 * 1024 * 1024 });
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { i: number });
+  assert.equal(lines.length, 5000);
+  assert.ok(lines.every((l, i) => l.i === i));
+});
