@@ -1,7 +1,11 @@
-import { readFile, rename, writeFile, mkdir } from "node:fs/promises";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 
-/** Installs /init's CA bundle into the system trust store file, replacing the one it installed before. */
+/**
+ * Installs /init's CA bundle into the system trust store file, replacing the one it installed
+ * before. The files are read and written synchronously (a trust store of ~200 KiB: about a
+ * millisecond, once per start), so /init does not start libuv's thread pool (see hosts.ts).
+ */
 export class CaInstaller {
   private last: string | undefined;
   private busy: Promise<void> = Promise.resolve();
@@ -21,15 +25,15 @@ export class CaInstaller {
   private async apply(raw: string): Promise<void> {
     const pem = raw.replace(/\s+$/, "") + "\n";
     if (pem === this.last) return;
-    const current = await readFile(this.bundlePath, "utf8");
+    const current = readFileSync(this.bundlePath, "utf8");
     let body = current;
     if (this.last && body.includes(this.last)) body = body.replace(this.last, "");
     if (!body.includes(pem)) body = (body === "" || body.endsWith("\n") ? body : body + "\n") + pem;
     const tmp = `${this.bundlePath}.envd-${process.pid}.tmp`;
-    await writeFile(tmp, body, { mode: 0o644 });
-    await rename(tmp, this.bundlePath);
-    await mkdir(dirname(this.certPath), { recursive: true });
-    await writeFile(this.certPath, pem, { mode: 0o644 });
+    writeFileSync(tmp, body, { mode: 0o644 });
+    renameSync(tmp, this.bundlePath);
+    mkdirSync(dirname(this.certPath), { recursive: true });
+    writeFileSync(this.certPath, pem, { mode: 0o644 });
     this.last = pem;
   }
 }

@@ -1,5 +1,4 @@
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, chmodSync } from "node:fs";
-import { open, rename, unlink } from "node:fs/promises";
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, chmodSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { isTokenHash } from "../config.js";
 
@@ -48,24 +47,35 @@ export class TokenHashStore {
     }
   }
 
-  /** Records the hash of the token now set, or that none is (undefined); rejects when it cannot. */
+  /**
+   * Records the hash of the token now set, or that none is (undefined); rejects when it cannot.
+   * Synchronous underneath: a 129-byte file in the run dir (tmpfs), once per /init, where an
+   * asynchronous write would start libuv's thread pool (see hosts.ts).
+   */
   async save(hash: string | undefined): Promise<void> {
     this.ensureDir();
     if (hash === undefined) {
-      await unlink(this.file).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== "ENOENT") throw err;
-      });
+      try {
+        unlinkSync(this.file);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      }
       return;
     }
     const tmp = `${this.file}.${process.pid}.tmp`;
-    await unlink(tmp).catch(() => undefined);
-    const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     try {
-      await fh.writeFile(hash + "\n");
-    } finally {
-      await fh.close();
+      unlinkSync(tmp);
+    } catch {
+      // not there
     }
-    await rename(tmp, this.file);
+    const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    try {
+      const line = Buffer.from(hash + "\n");
+      for (let off = 0; off < line.length; ) off += writeSync(fd, line, off);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, this.file);
   }
 
   /** Creates the directory 0700 when missing; refuses one that is a link or not ours. */
