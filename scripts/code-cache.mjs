@@ -16,6 +16,6 @@ if (!bundle || !cacheOut) {
 }
 // The same text as wrapCommonJs() in src/envd/load-rest.ts.
 const wrapped = `(function (exports, require, module, __filename, __dirname) {${readFileSync(bundle, "utf8")}\n})`;
-for (const flag of ["--no-turbofan", "--no-maglev", "--semi-space-growth-factor=1"]) setFlagsFromString(flag);
+for (const flag of ["--no-turbofan", "--no-maglev", "--no-sparkplug", "--semi-space-growth-factor=1"]) setFlagsFromString(flag);
 writeFileSync(cacheOut, new Script(wrapped, { filename: bundle }).createCachedData());
 if (wrappedOut) writeFileSync(wrappedOut, wrapped);

@@ -98,21 +98,23 @@ test("a daemon that just started has not loaded undici (fetch, Headers: +18 MiB 
   }
 });
 
-test("TurboFan is off while starting and back on once startupDone() runs", () => {
-  // A child with natives syntax reports V8's optimisation status of a hot function before and after.
+test("TurboFan and Sparkplug are off while starting and back on once startupDone() runs", () => {
+  // Children with natives syntax report V8's tier of a warmed function before and after.
   const mod = join(ROOT, "build", "src", "envd", "startup-flags.js");
   const script = `
     const { startupDone } = await import(${JSON.stringify(mod)});
     const OPTIMIZED = 1 << 4; // V8 OptimizationStatus::kOptimized
+    const BASELINE = 1 << 15; // V8 OptimizationStatus::kBaseline (Sparkplug's code)
     const make = () => new Function("x", "let s = 0; for (let i = 0; i < 50; i++) s += (x * i) % 7; return s;");
-    const warm = (f) => { for (let i = 0; i < 200000; i++) f(i); return %GetOptimizationStatus(f) & OPTIMIZED ? "optimized" : "not"; };
-    const before = warm(make());
+    const tier = (f, n) => { for (let i = 0; i < n; i++) f(i); const st = %GetOptimizationStatus(f); return st & OPTIMIZED ? "optimized" : st & BASELINE ? "baseline" : "interpreted"; };
+    const before = tier(make(), 200000);
     startupDone();
-    const after = warm(make());
-    console.log(before + " " + after);
+    console.log(before + " " + tier(make(), 200000));
   `;
-  const out = execFileSync(process.execPath, ["--allow-natives-syntax", "--input-type=module", "-e", script], { encoding: "utf8" }).trim();
-  assert.equal(out, "not optimized");
+  const run = (flags: string[]) => execFileSync(process.execPath, ["--allow-natives-syntax", ...flags, "--input-type=module", "-e", script], { encoding: "utf8" }).trim();
+  assert.equal(run([]), "interpreted optimized");
+  // With the optimising tiers off from the command line (left alone), Sparkplug alone comes back.
+  assert.equal(run(["--no-turbofan", "--no-maglev"]), "interpreted baseline");
 });
 
 test("TrimPolicy trims only after quiet ticks with RSS well above its floor, and not again for the same memory", () => {
