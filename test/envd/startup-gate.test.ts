@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import http2 from "node:http2";
 import net from "node:net";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -108,6 +109,31 @@ test("the rest loads without any request too (after the fallback delay), and a w
     assert.match(await init.answer, /^HTTP\/1\.1 200 OK/);
     init.socket.destroy();
   } finally {
+    await srv.close();
+  }
+});
+
+test("an HTTP/2 request that arrives while the rest loads waits too, and is answered on the same session once it opens", async () => {
+  const gate = new EarlyGate(quiet, () => undefined, 60_000);
+  const srv = await gateServer(gate);
+  const session = http2.connect(`http://127.0.0.1:${srv.port}`);
+  try {
+    const stream = session.request({ ":method": "GET", ":path": "/health" });
+    let status: number | undefined;
+    stream.on("response", (h) => void (status = Number(h[":status"])));
+    const body = new Promise<string>((resolve, reject) => {
+      let text = "";
+      stream.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+    });
+    assert.equal(await within(body, 150), "pending", "not a plain HTTP/1.x /health: it waits");
+    gate.open((req, res) => {
+      res.setHeader("x-by", "full");
+      res.end(`full ${req.httpVersionMajor}`);
+    });
+    assert.equal(await body, "full 2");
+    assert.equal(status, 200);
+  } finally {
+    session.destroy();
     await srv.close();
   }
 });
