@@ -25,12 +25,21 @@ function network(o: Record<string, unknown>): Record<string, unknown> | undefine
   return { ...n };
 }
 
-/**
- * The create body (`NewSandbox`) with its types checked. `secure` defaults to what the endpoint
- * implies: false on /sandboxes (the spec's default), true on /v2/sandboxes, which SDKs that no
- * longer send the flag call.
- */
-export function parseCreateBody(body: unknown, secureByDefault: boolean): CreateInput {
+/** What a create endpoint supplies for the fields a client leaves out. */
+export interface CreateDefaults {
+  /** `secure`: false on /sandboxes (the spec's default), true on /v2/sandboxes. */
+  secure: boolean;
+  /** `timeout` in seconds: 15 on /sandboxes, 300 on /v2/sandboxes (SDKs from 2.51 send none). */
+  timeoutS: number;
+}
+
+/** The v1 endpoint's defaults, as E2B's spec has them. */
+export const V1_CREATE_DEFAULTS: CreateDefaults = { secure: false, timeoutS: 15 };
+/** The v2 endpoint's defaults: what the SDKs that call it used to send themselves. */
+export const V2_CREATE_DEFAULTS: CreateDefaults = { secure: true, timeoutS: 300 };
+
+/** The create body (`NewSandbox`) with its types checked and the endpoint's defaults filled in. */
+export function parseCreateBody(body: unknown, defaults: CreateDefaults): CreateInput {
   const o = objectBody(body, false);
   const templateID = optString(o, "templateID");
   if (templateID === undefined || templateID === "") throw invalid(`field "templateID" is required`);
@@ -49,10 +58,10 @@ export function parseCreateBody(body: unknown, secureByDefault: boolean): Create
   if (Array.isArray(o.volumeMounts) && o.volumeMounts.length > 0) throw new ApiError(400, "volumeMounts are not supported by this server");
   return {
     templateID,
-    timeout: optInt(o, "timeout"),
+    timeout: optInt(o, "timeout") ?? defaults.timeoutS,
     autoPause,
     autoResume,
-    secure: optBool(o, "secure") ?? secureByDefault,
+    secure: optBool(o, "secure") ?? defaults.secure,
     allowInternetAccess: optBool(o, "allow_internet_access"),
     network: network(o),
     metadata: optStringMap(o, "metadata"),

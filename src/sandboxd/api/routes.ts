@@ -4,7 +4,7 @@ import type { SandboxService } from "../sandboxes/service.js";
 import type { Store } from "../store/store.js";
 import { METRICS_ROUTES } from "./metrics-routes.js";
 import type { TemplateService } from "../templates/service.js";
-import { parseCreateBody } from "./create-body.js";
+import { parseCreateBody, V1_CREATE_DEFAULTS, V2_CREATE_DEFAULTS, type CreateDefaults } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
 import { LOGS_ROUTES } from "./logs-routes.js";
@@ -47,7 +47,7 @@ export interface Route {
 /** The connect timeout when a client sends none (the SDKs' own default). */
 const CONNECT_DEFAULT_TIMEOUT_S = 300;
 
-const create = (secure: boolean) => async (c: RouteContext) => sendJson(c.res, 201, await c.sandboxes.create(c.teamID, parseCreateBody(await readJson(c.req), secure)));
+const create = (defaults: CreateDefaults) => async (c: RouteContext) => sendJson(c.res, 201, await c.sandboxes.create(c.teamID, parseCreateBody(await readJson(c.req), defaults)));
 
 const connect = async (c: RouteContext) => {
   const body = objectBody(await readJson(c.req), true);
@@ -63,8 +63,8 @@ const ID = "([^/]+)";
 export const ROUTES: Route[] = [
   ...METRICS_ROUTES,
   ...TEMPLATE_ROUTES,
-  { method: "POST", path: /^\/sandboxes$/, handle: create(false) },
-  { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(true) },
+  { method: "POST", path: /^\/sandboxes$/, handle: create(V1_CREATE_DEFAULTS) },
+  { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(V2_CREATE_DEFAULTS) },
   { method: "GET", path: /^\/sandboxes$/, handle: (c) => sendJson(c.res, 200, c.sandboxes.listV1(c.teamID, parseMetadataFilter(c.query.get("metadata")))) },
   {
     method: "GET",

@@ -13,8 +13,6 @@ import { trafficAccessToken } from "./tokens.js";
 import { sandboxBody } from "./views.js";
 import { newSandboxID, type ServicePool } from "./warm-templates.js";
 
-const DEFAULT_TIMEOUT_S = 15;
-
 /** What a create needs of the sandbox service. */
 export interface CreateDeps {
   store: Store;
@@ -44,7 +42,7 @@ export async function createSandbox(d: CreateDeps, teamID: string, input: Create
   const { store, runtime, log } = d;
   const t0 = Date.now();
   const tpl = resolveTemplate(store, teamID, input.templateID);
-  const timeout = input.timeout ?? DEFAULT_TIMEOUT_S;
+  const timeout = input.timeout;
   d.checkTimeout(teamID, timeout);
   const network = { ...(input.network ?? {}) };
   const publicTraffic = network.allowPublicTraffic !== false;

@@ -1,7 +1,8 @@
 /** What POST /sandboxes asks for, after the API checked the types. */
 export interface CreateInput {
   templateID: string;
-  timeout?: number;
+  /** Seconds until the sandbox times out (the endpoint supplies its default). */
+  timeout: number;
   autoPause?: boolean;
   /** Resume the sandbox when traffic reaches it while paused (needs autoPause). */
   autoResume?: boolean;
