@@ -15,7 +15,9 @@
  * that user; setting it back to 0 restores them.
  *
  * Results are numbers: an fd (open, close-on-exec always) or 0, else -errno; mkdir -p also gives
- * the length of the path prefix it failed on, so the caller can name the directory.
+ * the length of the path prefix it failed on, so the caller can name the directory, and whether
+ * the call that failed was mkdirat itself (the user could look into the directory but not create
+ * there) rather than a lookup on the way.
  */
 #define _GNU_SOURCE
 #include <node_api.h>
@@ -49,6 +51,7 @@ typedef struct {
   uint32_t mode;
   long result; /* fd or 0; -errno on failure */
   long at;     /* mkdir -p: length of the prefix that failed */
+  int in_mkdir; /* mkdir -p: the failing call was mkdirat (the directory was reached) */
 } Req;
 
 /* Takes on the user's groups, fsgid and fsuid for this thread only; 0 or an errno. */
@@ -85,6 +88,7 @@ static void mkdirs(Req *q) {
       next = openat(dir, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (next < 0 && errno == ENOENT) {
         if (mkdirat(dir, name, 0755) == 0 || errno == EEXIST) next = openat(dir, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        else q->in_mkdir = 1;
       }
     }
     if (next < 0) {
@@ -158,11 +162,13 @@ static void complete(napi_env env, napi_status status, void *data) {
     if (q->op == OP_OPEN && q->result > 0) close((int)q->result);
     q->result = -ECANCELED;
   }
-  napi_create_array_with_length(env, 2, &out);
+  napi_create_array_with_length(env, 3, &out);
   napi_create_int64(env, q->result, &v);
   napi_set_element(env, out, 0, v);
   napi_create_int64(env, q->at, &v);
   napi_set_element(env, out, 1, v);
+  napi_get_boolean(env, q->result < 0 && q->in_mkdir, &v);
+  napi_set_element(env, out, 2, v);
   napi_resolve_deferred(env, q->deferred, out);
   napi_delete_async_work(env, q->work);
   free(q->path);
@@ -183,7 +189,7 @@ static char *string_arg(napi_env env, napi_value v) {
   return s;
 }
 
-/* asUser(op, uid, gid, groups, path, path2, flags, mode) → Promise<[result, at]>. */
+/* asUser(op, uid, gid, groups, path, path2, flags, mode) → Promise<[result, at, inMkdir]>. */
 static napi_value js_as_user(napi_env env, napi_callback_info info) {
   size_t argc = 8;
   napi_value argv[8], promise, name;

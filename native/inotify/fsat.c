@@ -6,7 +6,7 @@
  * directory in that path can swap it, between two steps, for a link to a root-owned directory,
  * and a path-based `rm -r` then deletes root's files, a path-based `chown` after `mkdir` chowns
  * root's file. Here every step names one entry inside a directory we hold open (unlinkat,
- * openat with O_NOFOLLOW, mkdirat, fchown on the opened directory), as the Go reference's
+ * openat with O_NOFOLLOW, mkdirat of a directory born the user's), as the Go reference's
  * os.RemoveAll does. Node has no *at calls, and no maintained npm package does this walk.
  *
  * Both walks run on a libuv worker thread (fsat-js.c): nothing here touches N-API.
@@ -191,19 +191,6 @@ int fsat_remove_tree(const char *dir_path, const char *name, const FsatUser *use
   return rc;
 }
 
-/* A directory we just made, opened without following a link and chowned through the handle. */
-static int own_new_dir(int parent, const char *name, int created, const FsatUser *user) {
-  int fd = openat(parent, name, DIR_FLAGS);
-  if (fd < 0) return -1;
-  struct stat st;
-  /* Only a directory that is still root's (ours) is handed over: one a racer put in its place
-     is either theirs already or a directory of someone else's, which stays as it is. */
-  if (created && fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_uid != user->uid || st.st_gid != user->gid)) {
-    (void)!fchown(fd, user->uid, user->gid); /* best effort, as the reference */
-  }
-  return fd;
-}
-
 int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFailure *fail) {
   FsatWalk w;
   const char *rest = "";
@@ -235,12 +222,13 @@ int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFail
     prefix[plen++] = '/';
     memcpy(prefix + plen, part, n + 1);
     plen += n;
-    int created = mkdirat(cur, part, 0755) == 0;
-    if (!created && errno != EEXIST) {
+    /* Born the user's (fsat-born.c): nothing made here is ever chowned, so nothing can be
+       swapped in to be chowned instead. A directory someone else made meanwhile is kept as is. */
+    if (fsat_mkdir_as(cur, part, 0755, user) != 0 && errno != EEXIST) {
       rc = fail_at(fail, errno, "mkdirat", prefix, NULL, -1, NULL);
       break;
     }
-    int next = own_new_dir(cur, part, created, user);
+    int next = openat(cur, part, DIR_FLAGS);
     if (next < 0) {
       rc = fail_at(fail, errno, "openat", prefix, NULL, -1, NULL);
       break;

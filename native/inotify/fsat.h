@@ -50,9 +50,9 @@ int fsat_remove_tree(const char *dir_path, const char *name, const FsatUser *use
 
 /*
  * Creates the missing directories of the absolute `path` (mode 0755 less the umask), each one
- * chowned to the user through its own handle; where a link of another user's led, only if the
- * user may write there. Stores a directory fd of `path` in *fd_out when
- * fd_out is not NULL. 0, or -1 with *fail.
+ * born the user's (fsat_mkdir_as) and opened without following a link; where a link of another
+ * user's led, only if the user may write there (else EACCES, syscall "walk"). Stores a directory
+ * fd of `path` in *fd_out when fd_out is not NULL. 0, or -1 with *fail.
  */
 int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFailure *fail);
 
@@ -62,6 +62,12 @@ int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFail
  * write (and, if sticky, the entry theirs). 0, or -1 with *fail.
  */
 int fsat_rename_from(const char *src_dir, const char *src_name, int dst_dir, const char *dst_name, const FsatUser *user, FsatFailure *fail);
+
+/*
+ * mkdirat(2) of `name` in `dir` by root, the new directory owned by the user from the start
+ * (fsat-born.c). 0, or -1 with errno.
+ */
+int fsat_mkdir_as(int dir, const char *name, mode_t mode, const FsatUser *user);
 
 void register_fsat(napi_env env, napi_value exports);
 

@@ -96,10 +96,10 @@ async function ensureDirsWithoutAddon(dir: string, uid: number, gid: number): Pr
 }
 
 /**
- * Creates every missing directory from the top down to `dir` (inclusive), mode 0755, chowned
- * to uid:gid (envd-behaviour §2.3); existing directories are left as they are. Each new
- * directory is made in its parent's open handle, opened without following a link and chowned
- * through that handle, so a user racing the walk cannot turn the chown onto another file.
+ * Creates every missing directory from the top down to `dir` (inclusive), mode 0755, owned by
+ * uid:gid (envd-behaviour §2.3); existing directories are left as they are. Each new directory
+ * is made in its parent's open handle, owned by uid:gid from its creation (never chowned, so a
+ * user racing the walk has nothing to turn a chown onto) and opened without following a link.
  * Existing directories are walked as named, links included; past a link someone other than
  * root made, directories are made only where the user (`groups`: supplementary ids) may write.
  */

@@ -3,14 +3,13 @@ import { constants, type Stats } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { queryUser } from "../auth/identity.js";
-import { ensureDirs } from "../auth/paths.js";
 import type { User } from "../auth/users.js";
 import type { Deps } from "../deps.js";
 import { HttpError } from "../http/errors.js";
 import type { RouteRequest } from "../http/routes.js";
 import { resolvePath } from "./request.js";
 import { readChunks, STREAM_CHUNK, writeAll } from "./io.js";
-import { openAs, refusal, renameAs, statAs, unlinkAs, userParents } from "./user-fs.js";
+import { ensureParents, openAs, refusal, renameAs, statAs, unlinkAs } from "./user-fs.js";
 
 /** Largest compose request body we read (it only lists paths). */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -36,11 +35,10 @@ export async function compose(r: RouteRequest, deps: Deps): Promise<void> {
   try {
     for (const raw of req.sources) sources.push(await openSource(raw, destination, user, deps));
     await refuseSameFile(sources, destination, user);
-    if (!(await userParents(user, dirname(destination)))) {
-      await ensureDirs(dirname(destination), user.uid, user.gid).catch((err) => {
-        throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
-      });
-    }
+    await ensureParents(user, dirname(destination)).catch((err: unknown) => {
+      if (err instanceof HttpError) throw err;
+      throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
+    });
     await concatenate(sources, destination, user);
   } finally {
     await Promise.all(sources.map((s) => s.fh.close().catch(() => undefined)));

@@ -4,14 +4,13 @@ import { crypto } from "../system/crypto.js";
 import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { ConnectError, Code } from "@connectrpc/connect";
-import { ensureDirs } from "../auth/paths.js";
 import type { User } from "../auth/users.js";
 import { HttpError } from "../http/errors.js";
 import type { Logger } from "../http/log.js";
 import { writeMetadata } from "./xattr-errors.js";
 import { bodyError } from "./body.js";
 import { readChunks, writeAll } from "./io.js";
-import { isRoot, openAs, realpathAs, refusal, renameAs, statAs, unlinkAs, userParents } from "./user-fs.js";
+import { ensureParents, isRoot, openAs, realpathAs, refusal, renameAs, statAs, unlinkAs } from "./user-fs.js";
 import type { UploadJournal } from "./journal.js";
 import { commitCount, committed, tracked, underPathLock } from "./path-commits.js";
 
@@ -49,7 +48,7 @@ export function storeUpload(t: UploadTarget, body: Readable): Promise<void> {
 }
 
 async function storeTracked(t: UploadTarget, body: Readable): Promise<void> {
-  if (!(await userParents(t.user, dirname(t.path)))) await parentsAsDaemon(t);
+  await parents(t);
   for (let attempt = 0; ; attempt++) {
     const existing = await statTarget(t);
     if (!existing && !(await isSymlink(t))) {
@@ -74,11 +73,12 @@ async function storeTracked(t: UploadTarget, body: Readable): Promise<void> {
 /** atomicTarget's answer for a target that disappeared while it was looked up. */
 const VANISHED = Symbol("vanished");
 
-/** ensureDirs as the reference runs it (root's requests, and a user's that failed for a reason other than permission). */
-async function parentsAsDaemon(t: UploadTarget): Promise<void> {
+/** The target's missing parents, the user's (ensureParents); its failures answered as the reference's ensureDirs ones. */
+async function parents(t: UploadTarget): Promise<void> {
   try {
-    await ensureDirs(dirname(t.path), t.user.uid, t.user.gid);
+    await ensureParents(t.user, dirname(t.path));
   } catch (err) {
+    if (err instanceof HttpError) throw err;
     // A parent that is a file is the client's mistake (400); a full disk 507; the rest 500.
     const code = err instanceof ConnectError ? err.code : undefined;
     const status = code === Code.ResourceExhausted ? 507 : code === Code.InvalidArgument ? 400 : 500;

@@ -4,6 +4,8 @@ import { constants as osConstants } from "node:os";
 import { normalize } from "node:path";
 import { getSystemErrorMap } from "node:util";
 import type { User } from "../auth/users.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ensureDirs } from "../auth/paths.js";
 import { HttpError } from "../http/errors.js";
 import { addonExtra } from "../system/addon.js";
 
@@ -38,23 +40,46 @@ export function refusal(err: unknown, user: User, context: string): HttpError | 
 }
 
 /**
- * Creates the missing parents of a target as the user; true when they all exist now. A directory
- * the user could not create is a 403, never one made by root. After any other failure (a file in
- * the way, no space) the caller runs ensureDirs, which reports it as it always has; root's
- * requests (false) go to ensureDirs directly. A user's parents that all exist need no ensureDirs
- * (it never touches existing directories), which keeps root from walking a path the user may be
- * swapping links into meanwhile.
+ * Makes the missing parent directories `dir` of an upload or compose target, owned by the
+ * request's user (envd-behaviour §2.3). For a user other than root they are first made as the
+ * user, the kernel checking every step. Where the user may look into a directory but not create
+ * in it (`/` for E2B's own `/0/multi_test_file0.txt`), envd makes them for the user, as the
+ * reference does: ensureDirs, relative to open directory handles, each directory born the
+ * user's, never past a link the user planted unless the user could write where it leads. A
+ * directory the user cannot even look into (root's 0700 home) is a 403 with nothing made: the
+ * file itself is written as the user, who could not reach it. Refusals are 403 HttpErrors; other
+ * failures are thrown as ensureDirs reports them, for the caller to answer.
  */
-export async function userParents(user: User, dir: string): Promise<boolean> {
+export async function ensureParents(user: User, dir: string): Promise<void> {
+  if (await userParents(user, dir)) return;
+  await ensureDirs(dir, user.uid, user.gid, user.groups).catch((err: unknown) => {
+    if (err instanceof ConnectError && err.code === Code.PermissionDenied) {
+      throw new HttpError(403, `error ensuring directories: permission denied for user '${user.name}': ${err.rawMessage}`, { cause: err });
+    }
+    throw err;
+  });
+}
+
+/**
+ * Creates the missing parents of a target as the user; true when they all exist now, false when
+ * envd is to make them (root's requests, a directory the user reached but may not create in,
+ * or a failure that ensureDirs reports as it always has: a file in the way, no space). A
+ * directory the user cannot look into is a 403. A user's parents that all exist need no
+ * ensureDirs (it never touches existing directories), which keeps root from walking a path the
+ * user may be swapping links into meanwhile.
+ */
+async function userParents(user: User, dir: string): Promise<boolean> {
   if (isRoot(user)) return false;
   try {
     await mkdirsAs(user, dir);
     return true;
   } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    // Without the addon nothing can be done as the user: fail before root creates anything.
+    if (e.code === "ENOSYS") throw new HttpError(500, `error ensuring directories: ${e.message}`, { cause: err });
+    if (e.code === "EACCES" && e.syscall === "mkdir") return false;
     const denied = refusal(err, user, "error ensuring directories");
     if (denied) throw denied;
-    // Without the addon nothing can be done as the user: fail before root creates anything.
-    if ((err as NodeJS.ErrnoException).code === "ENOSYS") throw new HttpError(500, `error ensuring directories: ${(err as Error).message}`, { cause: err });
     return false;
   }
 }
@@ -75,9 +100,11 @@ async function call(user: User, op: number, syscall: string, path: string, path2
     err.code = "ENOSYS";
     throw err;
   }
-  const [result, at] = await asUser(op, user.uid, user.gid, user.groups, path, path2, flags, mode);
+  const [result, at, inMkdir] = await asUser(op, user.uid, user.gid, user.groups, path, path2, flags, mode);
   if (result >= 0) return result;
-  throw errnoError(result, syscall, op === OP_MKDIRS ? path.slice(0, at) || "/" : path, op === OP_RENAME ? path2 : undefined);
+  // mkdir -p names the call that failed: the mkdir itself, or the lookup of a directory on the way.
+  const failed = op === OP_MKDIRS && !inMkdir ? "open" : syscall;
+  throw errnoError(result, failed, op === OP_MKDIRS ? path.slice(0, at) || "/" : path, op === OP_RENAME ? path2 : undefined);
 }
 
 /** fstat of a raw descriptor, closing it afterwards. */
@@ -143,7 +170,9 @@ function fstatP(fd: number): Promise<Stats> {
 
 /**
  * Creates the missing directories of `dir` (mode 0755) as the user, so they are the user's own. Root
- * creates none here (ensureDirs does, as always); a failure names the directory it stopped at.
+ * creates none here (ensureDirs does, as always); a failure names the directory it stopped at,
+ * with syscall "mkdir" when the user reached that directory but could not create in it, "open"
+ * when a directory on the way could not be looked into.
  */
 export async function mkdirsAs(user: User, dir: string): Promise<void> {
   if (isRoot(user)) return;

@@ -50,10 +50,12 @@ export interface AddonExtras {
    * One filesystem call made on a thread of its own with a user's filesystem ids and groups
    * (native/inotify/asuser.c), so the kernel checks permissions and follows links as for that
    * user. `op`: 0 open(path, flags, mode) → fd (close-on-exec), 1 mkdir -p (mode 0755), 2
-   * rename(path, path2), 3 unlink(path). Resolves with [result, at]: result is the fd or 0, or
-   * -errno; `at` is the length of the path prefix mkdir -p failed on.
+   * rename(path, path2), 3 unlink(path). Resolves with [result, at, inMkdir]: result is the fd
+   * or 0, or -errno; `at` is the length of the path prefix mkdir -p failed on, and `inMkdir`
+   * whether the failing call was the mkdir itself (the user reached that directory) rather than
+   * a lookup on the way.
    */
-  asUser(op: number, uid: number, gid: number, groups: readonly number[], path: string, path2: string, flags: number, mode: number): Promise<[number, number]>;
+  asUser(op: number, uid: number, gid: number, groups: readonly number[], path: string, path2: string, flags: number, mode: number): Promise<[number, number, boolean?]>;
   /**
    * Removes the entry `name` of directory `dir` and, if it is a directory, its whole tree, on a
    * worker thread, relative to open directory handles and never through a symbolic link
@@ -65,11 +67,11 @@ export interface AddonExtras {
   removeTree(dir: string, name: string, uid: number, gid: number, groups: readonly number[]): Promise<void>;
   /**
    * Creates the missing directories of the absolute `path` on a worker thread: each with
-   * mkdirat in its parent's handle, opened without following a link and chowned to uid:gid
-   * through that handle. Existing components are walked as named, links read and followed; past
-   * a link someone other than root made, creating (or keeping an fd to rename into) needs the
-   * user's write permission there, else EACCES. Resolves with an fd of the final directory when
-   * `keepFd` (the caller closes it), else -1; rejects like removeTree.
+   * mkdirat in its parent's handle, born owned by uid:gid (never chowned afterwards) and opened
+   * without following a link. Existing components are walked as named, links read and followed;
+   * past a link someone other than root made, creating (or keeping an fd to rename into) needs
+   * the user's write permission there, else EACCES (syscall "walk"). Resolves with an fd of the
+   * final directory when `keepFd` (the caller closes it), else -1; rejects like removeTree.
    */
   makeDirs(path: string, uid: number, gid: number, groups: readonly number[], keepFd: boolean): Promise<number>;
   /**
