@@ -4,21 +4,22 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { basicAuth, clients, tempDir } from "./helpers/clients.js";
+import { chain, killRacers, race as raceLinks, ROUND_MS, setAside, startRacer as startLinkRacer, stopRacer } from "./helpers/link-racer.js";
 
 /** The sandbox user's uid (1001 on the test host; whatever useradd gave it elsewhere). */
 const USER = Number(execFileSync("id", ["-u", "user"], { encoding: "utf8" }).trim());
-const ROUND_MS = 2500;
 
 let d: Daemon;
 let work: { path: string; cleanup(): void };
 let secret: string;
 const secrets: string[] = [];
 let fs: ReturnType<typeof clients>["fs"]["json"];
+/** The Remove swappers, killed at the end whatever happened. */
 const racers = new Set<ChildProcess>();
 
 before(async () => {
@@ -40,6 +41,7 @@ function freshSecret(): string {
 
 after(async () => {
   for (const r of racers) r.kill("SIGKILL");
+  killRacers();
   for (const dir of secrets) rmSync(dir, { recursive: true, force: true });
   work.cleanup();
   await d.stop();
@@ -55,53 +57,6 @@ function snapshot(): string {
 }
 
 /**
- * Runs as `user`, in a tight loop until killed. "replace": each directory in `paths` (a chain,
- * each inside the one before) that envd has just made and not yet handed to the user (still
- * root's) is removed and a link to `target` put in its place; with `rounds`, the paths are
- * relative to the newest directory r<n> in it. "flip": a link to `target` at
- * paths[0] is made and removed again and again. Adds a byte to `status` every 100 loops (so a
- * test knows it raced at all).
- */
-const RACER = `
-const fs = require("node:fs");
-const { mode, target, status, rounds } = JSON.parse(process.argv[1]);
-let { paths } = JSON.parse(process.argv[1]);
-const parent = process.ppid, deadline = Date.now() + 60000;
-for (let loops = 1; ; loops++) {
-  if (loops % 100 === 1) fs.appendFileSync(status, ".");
-  // Never outlives the test: not if the test process is killed, not past a minute.
-  if (loops % 100 === 1 && (process.ppid !== parent || Date.now() > deadline)) process.exit(0);
-  if (rounds) {
-    // Relative paths, under the newest round directory: a link planted late lands in an old one.
-    let newest = -1;
-    try { for (const n of fs.readdirSync(rounds)) if (/^r\\d+$/.test(n)) newest = Math.max(newest, Number(n.slice(1))); } catch {}
-    if (newest < 0) continue;
-    paths = JSON.parse(process.argv[1]).paths.map((p) => rounds + "/r" + newest + "/" + p);
-  }
-  if (mode === "flip") {
-    try { fs.symlinkSync(target, paths[0]); } catch {}
-    try { fs.unlinkSync(paths[0]); } catch {}
-    continue;
-  }
-  for (const p of paths) {
-    let st;
-    try { st = fs.lstatSync(p); } catch { break; }
-    if (!st.isDirectory() || st.uid !== 0) continue;
-    try {
-      fs.rmdirSync(p);
-      fs.symlinkSync(target, p);
-    } catch {}
-  }
-}`;
-
-/** Ten nested directories to be made under `base`, outermost first. */
-function chain(base: string): string[] {
-  const out: string[] = [];
-  for (let i = 0, p = base; i < 10; i++) out.push((p = join(p, `c${i}`)));
-  return out;
-}
-
-/**
  * A link `base`/c0 planted by the user, to `base`/flip/secret, where a request will make a
  * directory: the racer makes `base`/flip a link to root's directory and removes it again, so c0
  * is sometimes dangling (looks missing) and sometimes leads to root's file. Returns flip's path.
@@ -113,53 +68,14 @@ function plantFlip(base: string): string {
   return join(base, "flip");
 }
 
-/** Where a racer counts its loops (one byte per hundred). */
-const statusFile = () => join(work.path, "racer-status");
-
+/** A racer as `user`, its status file in the work directory. */
 function startRacer(mode: "replace" | "flip", paths: string[], target: string, rounds?: string): ChildProcess {
-  rmSync(statusFile(), { force: true });
-  const r = spawn(process.execPath, ["-e", RACER, JSON.stringify({ mode, paths, target, status: statusFile(), rounds })], { uid: USER, gid: USER, stdio: "ignore", cwd: "/" });
-  racers.add(r);
-  return r;
+  return startLinkRacer({ mode, paths, target, rounds, statusDir: work.path, uid: USER, gid: USER });
 }
 
-async function stopRacer(r: ChildProcess): Promise<void> {
-  if (r.exitCode === null && r.signalCode === null) {
-    const gone = new Promise((res) => r.once("exit", res));
-    r.kill("SIGKILL");
-    await gone;
-  }
-  racers.delete(r);
-}
-
-/** Moves `path` (a directory or a link, never followed) out of the way, for removal once no racer runs. */
-function setAside(path: string, trash: string): void {
-  try {
-    renameSync(path, join(trash, `${Date.now()}-${Math.random()}`));
-  } catch {
-    // not there
-  }
-}
-
-/** Runs `attempt` for `ms` while `racer` runs; the requests' own outcome does not matter. */
-async function race(racer: ChildProcess, attempt: (round: number) => Promise<unknown>, ms = ROUND_MS): Promise<number> {
-  // The racer first (a loaded machine can take a second to start node).
-  for (const start = Date.now(); !existsSync(statusFile()) && Date.now() - start < 10_000; ) await new Promise((res) => setTimeout(res, 10));
-  const until = Date.now() + ms;
-  let rounds = 0;
-  try {
-    while (Date.now() < until) await attempt(rounds++).catch(() => undefined);
-  } finally {
-    await stopRacer(racer);
-  }
-  let loops = 0;
-  try {
-    loops = statSync(statusFile()).size;
-  } catch {
-    // never ran
-  }
-  assert.ok(loops > 1, "the racer did not run");
-  return rounds;
+/** Runs `attempt` while `racer` runs (see link-racer's race). */
+function race(racer: ChildProcess, attempt: (round: number) => Promise<unknown>): Promise<number> {
+  return raceLinks(racer, work.path, attempt);
 }
 
 const user = { headers: basicAuth("user") };
