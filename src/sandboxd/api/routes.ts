@@ -10,8 +10,10 @@ import { parseListQuery } from "./list-query.js";
 import { LOGS_ROUTES } from "./logs-routes.js";
 import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
-import { objectBody, optBool, optInt, invalid } from "./validate.js";
+import { ApiError } from "../sandboxes/errors.js";
+import { objectBody, onlyKnown, optBool, optInt, invalid } from "./validate.js";
 import { TEMPLATE_ROUTES } from "./template-routes.js";
+import { UNSERVED_ROUTES } from "./unserved-routes.js";
 
 /** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
 export interface RouteContext {
@@ -49,8 +51,20 @@ const CONNECT_DEFAULT_TIMEOUT_S = 300;
 
 const create = (defaults: CreateDefaults) => async (c: RouteContext) => sendJson(c.res, 201, await c.sandboxes.create(c.teamID, parseCreateBody(await readJson(c.req), defaults)));
 
+/**
+ * The body of connect and resume. `memory: false` asks to cold-boot a paused sandbox from its
+ * disk alone; sandboxd always keeps the memory of a pause, and the spec says a server without that
+ * capability refuses the field rather than restore memory in its place.
+ */
+function resumeBody(raw: unknown, fields: readonly string[]): Record<string, unknown> {
+  const body = objectBody(raw, true);
+  onlyKnown(body, fields, "");
+  if (optBool(body, "memory") === false) throw new ApiError(400, `field "memory": resuming from the disk alone (memory=false, the SDK's onResume 'reboot') is not supported by this server`);
+  return body;
+}
+
 const connect = async (c: RouteContext) => {
-  const body = objectBody(await readJson(c.req), true);
+  const body = resumeBody(await readJson(c.req), ["timeout", "memory"]);
   const timeout = optInt(body, "timeout") ?? CONNECT_DEFAULT_TIMEOUT_S;
   if (timeout < 0) throw invalid(`field "timeout": number must be at least 0`);
   const r = await c.sandboxes.connect(c.teamID, c.id, timeout);
@@ -85,7 +99,7 @@ export const ROUTES: Route[] = [
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/resume$`),
     async handle(c) {
-      const body = objectBody(await readJson(c.req), true);
+      const body = resumeBody(await readJson(c.req), ["timeout", "memory", "autoPause"]);
       sendJson(c.res, 201, await c.sandboxes.resume(c.teamID, c.id, optInt(body, "timeout") ?? 15, optBool(body, "autoPause")));
     },
   },
@@ -114,6 +128,7 @@ export const ROUTES: Route[] = [
     path: new RegExp(`^/sandboxes/${ID}/pause$`),
     async handle(c) {
       const body = objectBody(await readJson(c.req), true);
+      onlyKnown(body, ["memory"], "");
       if (optBool(body, "memory") === false) throw invalid(`field "memory": a filesystem-only pause is not supported by this server`);
       await c.sandboxes.pause(c.teamID, c.id);
       sendEmpty(c.res);
@@ -122,6 +137,7 @@ export const ROUTES: Route[] = [
   ...NETWORK_ROUTES,
   ...LOGS_ROUTES,
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
+  ...UNSERVED_ROUTES,
 ];
 
 /** The route for a method and path with the path's raw parameter, or the methods the path has. */
