@@ -2,6 +2,7 @@ import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
 import type { Metrics } from "../metrics/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { Store } from "../store/store.js";
+import type { Caller } from "./handler.js";
 import { METRICS_ROUTES } from "./metrics-routes.js";
 import type { TemplateService } from "../templates/service.js";
 import { parseCreateBody, V1_CREATE_DEFAULTS, V2_CREATE_DEFAULTS, type CreateDefaults } from "./create-body.js";
@@ -13,6 +14,7 @@ import { parseMetadataFilter } from "../sandboxes/list.js";
 import { ApiError } from "../sandboxes/errors.js";
 import { objectBody, onlyKnown, optBool, optInt, invalid } from "./validate.js";
 import { TEMPLATE_ROUTES } from "./template-routes.js";
+import { KEY_ROUTES } from "./key-routes.js";
 import { UNSERVED_ROUTES } from "./unserved-routes.js";
 
 /** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
@@ -20,6 +22,8 @@ export interface RouteContext {
   req: AnyRequest;
   res: AnyResponse;
   teamID: string;
+  /** The credential the request authenticated with ({teamID: ""} on public routes). */
+  caller: Caller;
   /** The path's sandbox ID after ShortID ("" on routes without one). */
   id: string;
   /** The path's template alias or team ID, as sent (routes with `param: "alias"` only). */
@@ -137,6 +141,7 @@ export const ROUTES: Route[] = [
   ...NETWORK_ROUTES,
   ...LOGS_ROUTES,
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
+  ...KEY_ROUTES,
   ...UNSERVED_ROUTES,
 ];
 
