@@ -96,6 +96,11 @@ describe("the control API refuses what it cannot honour and says what is not ser
     const putUnknown = await api(s, ca, "PUT", `/sandboxes/${id}/network`, { body: { allowOut: [], httpsPorts: [443] } });
     assert.equal(putUnknown.status, 400, putUnknown.body);
     assert.match(putUnknown.json.message, /^field "httpsPorts" is not supported by this server$/);
+    for (const [path, body] of [[`/sandboxes/${id}/timeout`, { timeout: 60, extendOnly: true }], [`/sandboxes/${id}/refreshes`, { duration: 60, every: 5 }], [`/sandboxes/${id}/pause`, { memory: true, compress: true }]] as const) {
+      const r = await api(s, ca, "POST", path, { body });
+      assert.equal(r.status, 400, `${path} → ${r.body}`);
+      assert.match(r.json.message, /^field "(extendOnly|every|compress)" is not supported by this server$/);
+    }
   });
 
   test("connect / resume with memory=false (onResume 'reboot') is refused and the paused sandbox stays as it was", async () => {

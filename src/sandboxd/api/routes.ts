@@ -111,7 +111,9 @@ export const ROUTES: Route[] = [
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/timeout$`),
     async handle(c) {
-      const timeout = optInt(objectBody(await readJson(c.req), false), "timeout");
+      const body = objectBody(await readJson(c.req), false);
+      onlyKnown(body, ["timeout"], "");
+      const timeout = optInt(body, "timeout");
       if (timeout === undefined) throw invalid(`field "timeout" is required`);
       await c.sandboxes.setTimeout(c.teamID, c.id, timeout);
       sendEmpty(c.res);
@@ -121,7 +123,9 @@ export const ROUTES: Route[] = [
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/refreshes$`),
     async handle(c) {
-      const duration = optInt(objectBody(await readJson(c.req), true), "duration") ?? 15;
+      const body = objectBody(await readJson(c.req), true);
+      onlyKnown(body, ["duration"], "");
+      const duration = optInt(body, "duration") ?? 15;
       if (duration < 0 || duration > 3600) throw invalid(`field "duration": number must be between 0 and 3600`);
       await c.sandboxes.refresh(c.teamID, c.id, duration);
       sendEmpty(c.res);
