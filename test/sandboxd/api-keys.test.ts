@@ -161,4 +161,18 @@ describe("API keys and access tokens over the API (hashed, shown once, per team)
     assert.match(gone.json.message, /access token/);
     assert.equal((await api(s, ca, "DELETE", `/access-tokens/${made.json.id}`)).status, 404);
   });
+
+  test("a team holds at most 100 access tokens: any key can make them, so the store stays bounded", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const r = await api(s, ca, "POST", "/access-tokens", { body: { name: `t${i}` } });
+      assert.equal(r.status, 201, r.body);
+      ids.push(r.json.id);
+    }
+    const over = await api(s, ca, "POST", "/access-tokens", { body: { name: "one too many" } });
+    assert.equal(over.status, 400);
+    assert.match(over.json.message, /^a team can hold at most 100 access tokens: delete one first$/);
+    assert.equal((await api(s, ca, "DELETE", `/access-tokens/${ids[0]}`)).status, 204);
+    assert.equal((await api(s, ca, "POST", "/access-tokens", { body: { name: "fits again" } })).status, 201);
+  });
 });

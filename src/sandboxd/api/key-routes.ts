@@ -6,6 +6,20 @@ import { invalid, objectBody, onlyKnown, optString } from "./validate.js";
 
 /** Longest name a key or token may have. */
 const MAX_NAME = 200;
+const what = (kind: CredentialKind) => (kind === "api_key" ? "API key" : "access token");
+
+/** Most API keys, and most access tokens, one team may hold: any key can make more, so the store is bounded. */
+export const MAX_PER_TEAM = 100;
+
+/** A new credential of the caller's team, refused once the team holds MAX_PER_TEAM of that kind. */
+function make(c: RouteContext, kind: CredentialKind, name: string): { secret: string; made: KeyInfo } {
+  const secret = newCredential(kind);
+  const made = c.store.transaction(() => {
+    if (c.store.apiKeys.listTeam(c.teamID, kind).length >= MAX_PER_TEAM) throw new ApiError(400, `a team can hold at most ${MAX_PER_TEAM} ${what(kind)}s: delete one first`);
+    return c.store.apiKeys.create(kind, secret, c.teamID, name);
+  });
+  return { secret, made };
+}
 
 /** The `{name}` body of a create or rename (E2B's NewTeamAPIKey, UpdateTeamAPIKey, NewAccessToken). */
 async function nameOf(c: RouteContext): Promise<string> {
@@ -20,8 +34,6 @@ async function nameOf(c: RouteContext): Promise<string> {
 
 /** A stored API key as E2B's TeamAPIKey (the key itself is never shown after its creation). */
 const keyView = (k: KeyInfo) => ({ id: k.apiID, name: k.name, mask: k.mask, createdAt: k.createdAt, createdBy: null, lastUsed: k.lastUsed });
-
-const what = (kind: CredentialKind) => (kind === "api_key" ? "API key" : "access token");
 
 /** PATCH and DELETE of one credential, by the ID the API showed, within the caller's team only. */
 function byId(kind: CredentialKind, base: string): Route[] {
@@ -64,10 +76,8 @@ export const KEY_ROUTES: Route[] = [
     method: "POST",
     path: /^\/api-keys$/,
     async handle(c) {
-      const name = await nameOf(c);
-      const key = newCredential("api_key");
-      const made = c.store.apiKeys.create("api_key", key, c.teamID, name);
-      sendJson(c.res, 201, { ...keyView(made), key });
+      const { secret, made } = make(c, "api_key", await nameOf(c));
+      sendJson(c.res, 201, { ...keyView(made), key: secret });
     },
   },
   ...byId("api_key", "api-keys"),
@@ -75,10 +85,8 @@ export const KEY_ROUTES: Route[] = [
     method: "POST",
     path: /^\/access-tokens$/,
     async handle(c) {
-      const name = await nameOf(c);
-      const token = newCredential("access_token");
-      const made = c.store.apiKeys.create("access_token", token, c.teamID, name);
-      sendJson(c.res, 201, { id: made.apiID, name: made.name, token, mask: made.mask, createdAt: made.createdAt });
+      const { secret, made } = make(c, "access_token", await nameOf(c));
+      sendJson(c.res, 201, { id: made.apiID, name: made.name, token: secret, mask: made.mask, createdAt: made.createdAt });
     },
   },
   ...byId("access_token", "access-tokens"),
