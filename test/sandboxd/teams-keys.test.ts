@@ -33,7 +33,7 @@ describe("teams and API keys: the CLI on a running sandboxd's store, isolation, 
     assert.match(s.logs(), /^E2B_API_KEY=e2b_[0-9a-f]{40}\n# the key's team ID: default$/m);
     const r = await api(s, ca, "GET", "/teams");
     assert.equal(r.status, 200);
-    assert.deepEqual(r.json, [{ teamID: "default", name: "default", isDefault: true }]);
+    assert.deepEqual(r.json, [{ teamID: "default", name: "default", isDefault: true, apiKey: s.apiKey }]);
     assert.equal((await api(s, ca, "GET", "/teams", { key: "e2b_0000" })).status, 401);
   });
 
@@ -44,7 +44,7 @@ describe("teams and API keys: the CLI on a running sandboxd's store, isolation, 
     assert.ok(blueKey, made.stdout);
     assert.match(made.stdout, /# team ID: blue \(new team\); key ID: [0-9a-f]{12}/);
     const teams = await api(s, ca, "GET", "/teams", { key: blueKey });
-    assert.deepEqual(teams.json, [{ teamID: "blue", name: "Blue <team>", isDefault: true }]);
+    assert.deepEqual(teams.json, [{ teamID: "blue", name: "Blue <team>", isDefault: true, apiKey: blueKey }]);
 
     const listed = sandboxd(["keys", "list"], { SANDBOXD_DATA_DIR: s.dataDir });
     assert.equal(listed.status, 0, listed.stderr);

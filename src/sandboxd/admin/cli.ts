@@ -14,7 +14,7 @@ export interface AdminResult {
 }
 
 const TEAM_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
-const USAGE = `usage: sandboxd keys create --team T [--name N] | keys list [--team T] | keys revoke <key-id|key>
+const USAGE = `usage: sandboxd keys create --team T [--name N] | keys list [--team T] | keys revoke <key-id|api-id|key>
        sandboxd teams list | teams create T | teams set T  [--name N] [--max-concurrent N] [--max-length-hours H]
 every command also takes --data-dir D (env SANDBOXD_DATA_DIR; default /var/lib/sandboxd), the
 directory of a sandboxd store; a running sandboxd sees the change at once (revoked keys stop working
@@ -80,7 +80,7 @@ function run(store: Store, cmd: string, positionals: string[], f: Flags): string
     }
     case "keys revoke": {
       const ref = positionals[0];
-      if (positionals.length !== 1 || !ref) throw new UsageError("keys revoke takes one key ID (from 'keys list') or the key itself");
+      if (positionals.length !== 1 || !ref) throw new UsageError("keys revoke takes one key ID (from 'keys list'), the key's ID in the API (GET /api-keys) or the key itself");
       const n = store.apiKeys.revoke(ref);
       if (n === 0) throw new UsageError(`no key matches '${ref.startsWith("e2b_") ? maskKey(ref) : ref.slice(0, 40)}' (a key ID is the ${KEY_ID_LENGTH} characters 'keys list' shows)`);
       return `revoked ${n} key${n === 1 ? "" : "s"}\n`;

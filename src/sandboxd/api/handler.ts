@@ -8,9 +8,11 @@ import type { TemplateService } from "../templates/service.js";
 import type { Store } from "../store/store.js";
 import { sendError, sendJson } from "./http.js";
 import { match } from "./routes.js";
+import { CREDENTIAL_PREFIX } from "../store/api-keys.js";
 import { shortId } from "./validate.js";
 
 const INVALID_KEY = "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.";
+const INVALID_TOKEN = "Invalid access token: it is unknown or was deleted";
 
 /** A path segment decoded, or a 400 when its escapes are malformed. */
 function safeDecode(raw: string): string {
@@ -21,20 +23,32 @@ function safeDecode(raw: string): string {
   }
 }
 
+/** Who a request is: its team and, when it came with an API key, that key (GET /teams hands it back). */
+export interface Caller {
+  teamID: string;
+  apiKey?: string;
+}
+
 /**
- * The team of the request's X-API-Key, or the 401 to answer. `Authorization: Bearer <API key>`
- * is accepted too: it stands in for E2B's access tokens (which v1 POST /templates requires).
+ * The team of the request's X-API-Key, or of its `Authorization: Bearer` access token (an API key
+ * there is accepted too, as before access tokens existed), or the 401 to answer.
  */
-function authenticate(store: Store, req: AnyRequest): string {
+function authenticate(store: Store, req: AnyRequest): Caller {
   const raw = req.headers["x-api-key"];
+  const header = Array.isArray(raw) ? raw[0] : raw;
   const bearer = /^Bearer\s+(\S+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
-  const key = (Array.isArray(raw) ? raw[0] : raw) || bearer;
+  const key = header || bearer;
   if (key === undefined || key === "") {
     throw new ApiError(401, "Missing API key: send your team's key in the X-API-Key header (see https://e2b.dev/docs/api-key)");
   }
-  const team = key.startsWith("e2b_") ? store.apiKeys.teamOf(key) : undefined;
+  if (!header && key.startsWith(CREDENTIAL_PREFIX.access_token)) {
+    const team = store.apiKeys.teamOfToken(key);
+    if (!team) throw new ApiError(401, INVALID_TOKEN);
+    return { teamID: team };
+  }
+  const team = key.startsWith(CREDENTIAL_PREFIX.api_key) ? store.apiKeys.teamOf(key) : undefined;
   if (!team) throw new ApiError(401, INVALID_KEY);
-  return team;
+  return { teamID: team, apiKey: key };
 }
 
 /**
@@ -55,13 +69,14 @@ export function createApiHandler(opts: { store: Store; sandboxes: SandboxService
       if (found.methods.length > 0) return sendJson(res, 405, { code: 405, message: `Method ${method} is not allowed on ${path}` }, { allow: found.methods.join(", ") });
       return sendJson(res, 404, { code: 404, message: `Not found: ${method} ${path} is not an operation of this API` });
     }
-    const teamID = found.route.public ? "" : authenticate(store, req);
+    const caller: Caller = found.route.public ? { teamID: "" } : authenticate(store, req);
+    const { teamID } = caller;
     const { raw } = found;
     const isAlias = found.route.param === "alias";
     const id = raw === undefined || isAlias || found.route.param === "raw" ? "" : shortId(raw);
     const params = found.route.param === "raw" ? found.groups.map(safeDecode) : [];
     const alias = raw !== undefined && isAlias ? safeDecode(raw) : "";
-    await found.route.handle({ req, res, teamID, id, alias, query: url.searchParams, params, sandboxes, templates, store, metrics });
+    await found.route.handle({ req, res, teamID, caller, id, alias, query: url.searchParams, params, sandboxes, templates, store, metrics });
   };
 
   return (req, res) => {

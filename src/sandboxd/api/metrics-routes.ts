@@ -41,8 +41,10 @@ export const METRICS_ROUTES: Route[] = [
     method: "GET",
     path: /^\/teams$/,
     handle(c) {
+      // E2B's Team carries the team's API key, which the CLI stores for later calls. Keys are kept
+      // hashed, so the only one this server can hand back is the one the caller sent.
       const team = c.store.teams.get(c.teamID);
-      sendJson(c.res, 200, [{ teamID: c.teamID, name: team?.name ?? c.teamID, isDefault: true }]);
+      sendJson(c.res, 200, [{ teamID: c.teamID, name: team?.name ?? c.teamID, isDefault: true, apiKey: c.caller.apiKey ?? "" }]);
     },
   },
   {

@@ -1,16 +1,17 @@
 import { ApiError } from "../sandboxes/errors.js";
 import type { NetworkUpdate } from "../sandboxes/inputs.js";
-import { checkEgressRules } from "./create-body.js";
+import { checkEgressRules, checkRules } from "./create-body.js";
 import { readJson, sendEmpty } from "./http.js";
 import type { Route, RouteContext } from "./routes.js";
-import { invalid, objectBody, optBool, optStringList } from "./validate.js";
+import { objectBody, onlyKnown, optBool, optStringList } from "./validate.js";
 
 /** The body of PUT /sandboxes/{id}/network: a full replacement, every field optional. */
 export function parseNetworkUpdate(body: unknown): NetworkUpdate {
   const o = objectBody(body, true);
+  onlyKnown(o, ["allowOut", "denyOut", "rules", "egressProxy", "allow_internet_access"], "");
   const allowOut = optStringList(o, "allowOut", "allowOut");
   const denyOut = optStringList(o, "denyOut", "denyOut");
-  if (o.rules !== undefined && o.rules !== null && (typeof o.rules !== "object" || Array.isArray(o.rules))) throw invalid(`field "rules" must be an object`);
+  checkRules(o.rules, "rules");
   if (o.egressProxy !== undefined && o.egressProxy !== null) throw new ApiError(403, "egress proxy is not enabled for this team");
   const allowInternetAccess = optBool(o, "allow_internet_access");
   checkEgressRules(allowOut, denyOut);

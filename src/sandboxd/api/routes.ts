@@ -2,6 +2,7 @@ import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
 import type { Metrics } from "../metrics/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { Store } from "../store/store.js";
+import type { Caller } from "./handler.js";
 import { METRICS_ROUTES } from "./metrics-routes.js";
 import type { TemplateService } from "../templates/service.js";
 import { parseCreateBody, V1_CREATE_DEFAULTS, V2_CREATE_DEFAULTS, type CreateDefaults } from "./create-body.js";
@@ -10,14 +11,19 @@ import { parseListQuery } from "./list-query.js";
 import { LOGS_ROUTES } from "./logs-routes.js";
 import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
-import { objectBody, optBool, optInt, invalid } from "./validate.js";
+import { ApiError } from "../sandboxes/errors.js";
+import { objectBody, onlyKnown, optBool, optInt, invalid } from "./validate.js";
 import { TEMPLATE_ROUTES } from "./template-routes.js";
+import { KEY_ROUTES } from "./key-routes.js";
+import { UNSERVED_ROUTES } from "./unserved-routes.js";
 
 /** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
 export interface RouteContext {
   req: AnyRequest;
   res: AnyResponse;
   teamID: string;
+  /** The credential the request authenticated with ({teamID: ""} on public routes). */
+  caller: Caller;
   /** The path's sandbox ID after ShortID ("" on routes without one). */
   id: string;
   /** The path's template alias or team ID, as sent (routes with `param: "alias"` only). */
@@ -49,8 +55,20 @@ const CONNECT_DEFAULT_TIMEOUT_S = 300;
 
 const create = (defaults: CreateDefaults) => async (c: RouteContext) => sendJson(c.res, 201, await c.sandboxes.create(c.teamID, parseCreateBody(await readJson(c.req), defaults)));
 
+/**
+ * The body of connect and resume. `memory: false` asks to cold-boot a paused sandbox from its
+ * disk alone; sandboxd always keeps the memory of a pause, and the spec says a server without that
+ * capability refuses the field rather than restore memory in its place.
+ */
+function resumeBody(raw: unknown, fields: readonly string[]): Record<string, unknown> {
+  const body = objectBody(raw, true);
+  onlyKnown(body, fields, "");
+  if (optBool(body, "memory") === false) throw new ApiError(400, `field "memory": resuming from the disk alone (memory=false, the SDK's onResume 'reboot') is not supported by this server`);
+  return body;
+}
+
 const connect = async (c: RouteContext) => {
-  const body = objectBody(await readJson(c.req), true);
+  const body = resumeBody(await readJson(c.req), ["timeout", "memory"]);
   const timeout = optInt(body, "timeout") ?? CONNECT_DEFAULT_TIMEOUT_S;
   if (timeout < 0) throw invalid(`field "timeout": number must be at least 0`);
   const r = await c.sandboxes.connect(c.teamID, c.id, timeout);
@@ -85,7 +103,7 @@ export const ROUTES: Route[] = [
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/resume$`),
     async handle(c) {
-      const body = objectBody(await readJson(c.req), true);
+      const body = resumeBody(await readJson(c.req), ["timeout", "memory", "autoPause"]);
       sendJson(c.res, 201, await c.sandboxes.resume(c.teamID, c.id, optInt(body, "timeout") ?? 15, optBool(body, "autoPause")));
     },
   },
@@ -93,7 +111,9 @@ export const ROUTES: Route[] = [
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/timeout$`),
     async handle(c) {
-      const timeout = optInt(objectBody(await readJson(c.req), false), "timeout");
+      const body = objectBody(await readJson(c.req), false);
+      onlyKnown(body, ["timeout"], "");
+      const timeout = optInt(body, "timeout");
       if (timeout === undefined) throw invalid(`field "timeout" is required`);
       await c.sandboxes.setTimeout(c.teamID, c.id, timeout);
       sendEmpty(c.res);
@@ -103,7 +123,9 @@ export const ROUTES: Route[] = [
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/refreshes$`),
     async handle(c) {
-      const duration = optInt(objectBody(await readJson(c.req), true), "duration") ?? 15;
+      const body = objectBody(await readJson(c.req), true);
+      onlyKnown(body, ["duration"], "");
+      const duration = optInt(body, "duration") ?? 15;
       if (duration < 0 || duration > 3600) throw invalid(`field "duration": number must be between 0 and 3600`);
       await c.sandboxes.refresh(c.teamID, c.id, duration);
       sendEmpty(c.res);
@@ -114,6 +136,7 @@ export const ROUTES: Route[] = [
     path: new RegExp(`^/sandboxes/${ID}/pause$`),
     async handle(c) {
       const body = objectBody(await readJson(c.req), true);
+      onlyKnown(body, ["memory"], "");
       if (optBool(body, "memory") === false) throw invalid(`field "memory": a filesystem-only pause is not supported by this server`);
       await c.sandboxes.pause(c.teamID, c.id);
       sendEmpty(c.res);
@@ -122,6 +145,8 @@ export const ROUTES: Route[] = [
   ...NETWORK_ROUTES,
   ...LOGS_ROUTES,
   { method: "GET", path: /^\/templates\/aliases\/([^/]+)$/, param: "alias", handle: (c) => sendJson(c.res, 200, c.sandboxes.templateByAlias(c.teamID, c.alias)) },
+  ...KEY_ROUTES,
+  ...UNSERVED_ROUTES,
 ];
 
 /** The route for a method and path with the path's raw parameter, or the methods the path has. */

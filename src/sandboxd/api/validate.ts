@@ -69,3 +69,14 @@ export function shortId(raw: string): string {
   if (!/^[a-z0-9]+$/.test(id)) throw new ApiError(400, "Invalid sandbox ID");
   return id;
 }
+
+/**
+ * Refuses a field this server does not know: a client that asked for something the server would
+ * drop must hear so (400 naming the field) rather than run differently than it asked.
+ */
+export function onlyKnown(o: Record<string, unknown>, known: readonly string[], where: string): void {
+  for (const [k, v] of Object.entries(o)) {
+    if (v === undefined || v === null || known.includes(k)) continue;
+    throw new ApiError(400, `${where}field "${k.slice(0, 64)}" is not supported by this server`);
+  }
+}

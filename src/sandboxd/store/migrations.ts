@@ -55,6 +55,11 @@ const MIGRATIONS: string[] = [
      template_id TEXT NOT NULL, tag TEXT NOT NULL, build_id TEXT NOT NULL, PRIMARY KEY (template_id, tag));`,
   // A paused sandbox that traffic through the proxy resumes (lifecycle autoResume).
   `ALTER TABLE sandboxes ADD COLUMN auto_resume INTEGER NOT NULL DEFAULT 0;`,
+  // api-keys-and-access-tokens: a name and last use per API key, and access tokens in the same table.
+  `ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT 'Default API Key';
+   ALTER TABLE api_keys ADD COLUMN last_used TEXT;
+   ALTER TABLE api_keys ADD COLUMN kind TEXT NOT NULL DEFAULT 'api_key' CHECK (kind IN ('api_key', 'access_token'));
+   CREATE INDEX api_keys_team ON api_keys(team_id, kind);`,
 ];
 
 /** How many schema steps there are: the `user_version` of an up-to-date store. */
