@@ -11,7 +11,7 @@ import { waitForBuild } from "./helpers/templates.js";
 const CONTROL = 8099;
 const ENVD = 49983;
 /** What an attack may add to sandboxd's peak RSS: generous, and far below what an unbounded read takes. */
-const RSS_BOUND_KIB = 160 * 1024;
+const RSS_BOUND_KIB = 64 * 1024;
 
 /** Waits for `probe` to give a value (polling an event we cannot subscribe to), failing after `ms`. */
 async function eventually<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
