@@ -27,7 +27,10 @@ async function main(): Promise<void> {
   }
   const log = createLogger(parsed.config.logLevel);
   process.on("SIGPIPE", () => undefined);
-  process.on("unhandledRejection", (err) => log.error({ err: String((err as Error)?.stack ?? err) }, "unhandled rejection"));
+  // A safety net only: every request path answers its own errors, and a throw that still gets
+  // here must cost the one operation it came from, not every tenant's API, proxy and creates.
+  process.on("uncaughtException", (err, origin) => log.error({ origin, ...errorFields(err) }, "last-resort handler: uncaught exception; sandboxd keeps serving"));
+  process.on("unhandledRejection", (err) => log.error({ origin: "unhandledRejection", ...errorFields(err) }, "last-resort handler: unhandled rejection; sandboxd keeps serving"));
   let app: Awaited<ReturnType<typeof startApp>> | undefined;
   let stopping = false;
   const stop = (signal: string) => {
@@ -55,6 +58,16 @@ async function main(): Promise<void> {
   }
   if (stopping) await app.close();
   else process.stdout.write(app.userLines);
+}
+
+/**
+ * What the last-resort handler logs of an error: its class, code, message (cut short) and stack
+ * frames, never the values it carried (a request's headers, tokens or bodies are not read here).
+ */
+function errorFields(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { err: typeof err, value: typeof err === "string" ? err.slice(0, 200) : undefined };
+  const frames = (err.stack ?? "").split("\n").filter((l) => l.trimStart().startsWith("at ")).slice(0, 12).map((l) => l.trim());
+  return { err: err.name, code: (err as NodeJS.ErrnoException).code, message: err.message.slice(0, 300), stack: frames };
 }
 
 void main();

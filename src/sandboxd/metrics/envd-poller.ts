@@ -42,29 +42,43 @@ interface Target {
   latest?: SandboxSample;
 }
 
-/** Reads one JSON answer of envd's /metrics; rejects on a non-200, bad JSON or the timeout. */
+/** The largest /metrics answer taken: envd's is a few hundred bytes; sandbox root can replace envd. */
+const MAX_METRICS_BYTES = 64 * 1024;
+
+/**
+ * Reads one JSON answer of envd's /metrics; rejects on a non-200, bad JSON, an answer past
+ * `MAX_METRICS_BYTES`, or when the whole exchange (a slow trickle included) outlasts the timeout.
+ */
 function fetchMetrics(agent: Agent, row: SandboxRow, token: string | undefined): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = token ? { "x-access-token": token } : {};
+    const chunks: Buffer[] = [];
+    let size = 0;
     const req = request({ host: row.ip!, port: row.envdPort ?? ENVD_PORT, path: "/metrics", agent, headers }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => {
-        body += c;
-        if (body.length > 64 * 1024) req.destroy(new Error("envd's /metrics answer is too large"));
+      res.on("data", (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_METRICS_BYTES) return void req.destroy(new Error(`envd's /metrics answer is larger than ${MAX_METRICS_BYTES} bytes`));
+        chunks.push(c);
       });
       res.on("end", () => {
+        clearTimeout(deadline);
         if (res.statusCode !== 200) return reject(new Error(`envd answered ${res.statusCode}`));
         try {
-          resolve(JSON.parse(body) as Record<string, unknown>);
+          const parsed: unknown = JSON.parse(Buffer.concat(chunks, size).toString("utf8"));
+          if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return reject(new Error("envd's /metrics answer is not a JSON object"));
+          resolve(parsed as Record<string, unknown>);
         } catch {
           reject(new Error("envd's /metrics answer is not JSON"));
         }
       });
       res.on("error", reject);
     });
-    req.setTimeout(POLL_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${POLL_TIMEOUT_MS} ms`)));
-    req.on("error", reject);
+    const deadline = setTimeout(() => req.destroy(new Error(`no whole answer within ${POLL_TIMEOUT_MS} ms`)), POLL_TIMEOUT_MS);
+    req.on("error", (err) => {
+      clearTimeout(deadline);
+      reject(err);
+    });
+    req.on("close", () => clearTimeout(deadline));
     req.end();
   });
 }

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 
 /** Either protocol's request and response, as the listener hands them over. */
 export type AnyRequest = IncomingMessage | Http2ServerRequest;
@@ -72,22 +72,42 @@ export function renderError(err: ProxyError, html: boolean): { type: string; bod
 
 /** Answers a request with a proxy error, unless an answer has already started (then the stream is cut). */
 export function sendError(req: AnyRequest, res: AnyResponse, err: ProxyError): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
   const { type, body } = renderError(err, wantsHtml(req.headers));
-  res.writeHead(err.status, { "content-type": type, "content-length": Buffer.byteLength(body), "cache-control": "no-store" });
-  res.end(body);
+  answer(res, err.status, { "content-type": type, "content-length": Buffer.byteLength(body), "cache-control": "no-store" }, body);
+}
+
+/**
+ * Writes a whole answer of the proxy's own, or cuts the response when an answer has already
+ * started (an HTTP/2 stream is reset with an error code, so the client never takes a truncated
+ * answer for a complete one). Never throws: it runs inside upstream event handlers.
+ */
+function answer(res: AnyResponse, status: number, headers: Record<string, string | number>, body: string): void {
+  try {
+    if (res.headersSent) return cutResponse(res);
+    res.writeHead(status, headers);
+    res.end(body);
+  } catch {
+    cutResponse(res);
+  }
+}
+
+/**
+ * Ends a client's answer that cannot be completed so that the client sees a failure, never a
+ * clean but truncated answer: an HTTP/2 stream is reset with INTERNAL_ERROR (a bare destroy
+ * closes it with NO_ERROR), an HTTP/1.1 connection is destroyed mid-body.
+ */
+export function cutResponse(res: AnyResponse): void {
+  try {
+    const stream = (res as Http2ServerResponse).stream as Http2ServerResponse["stream"] | undefined;
+    if (stream === undefined) return void res.destroy();
+    if (!stream.destroyed && !stream.closed) stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+  } catch {
+    // The response is already gone.
+  }
 }
 
 /** Answers with plain text, as Go's http.Error does (body, newline, nosniff). */
 export function sendText(res: AnyResponse, status: number, text: string): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
   const body = text + "\n";
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff", "content-length": Buffer.byteLength(body) });
-  res.end(body);
+  answer(res, status, { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff", "content-length": Buffer.byteLength(body) }, body);
 }

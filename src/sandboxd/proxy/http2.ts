@@ -1,25 +1,36 @@
 import { createConnection } from "node:net";
-import { connect, constants, type ClientHttp2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders } from "node:http2";
+import { connect as tlsConnect } from "node:tls";
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders } from "node:http2";
 import { isDialFailure, timeoutError, type ProxyLimits } from "./dial.js";
-import { endToEnd } from "./headers.js";
-import { badGateway, portNotOpen, sendError, type ProxyError } from "./errors.js";
+import { MAX_INFORMATIONAL, relayableTrailers } from "./answer.js";
+import { badGateway, cutResponse, portNotOpen, sendError, type ProxyError } from "./errors.js";
 import type { Upstream } from "./http1.js";
+import { guarded, resetCode, startAnswer } from "./relay.js";
 
 /**
- * One h2c session per sandbox and address, made on first use and dropped when it closes or goes
- * away (keyed by sandbox too: a killed sandbox's address is reused by the next one).
+ * One HTTP/2 session per sandbox, address and scheme (h2c, or h2 over TLS for a port that serves
+ * HTTPS), made on first use and dropped when it closes or goes away (keyed by sandbox too: a
+ * killed sandbox's address is reused by the next one).
  */
 export class H2cPool {
   private readonly sessions = new Map<string, ClientHttp2Session>();
 
   constructor(private readonly limits: ProxyLimits) {}
 
-  /** The live session to ip:port, connecting if there is none. */
-  session(sandboxID: string, ip: string, port: number): ClientHttp2Session {
-    const key = `${sandboxID}@${ip}:${port}`;
+  /** The live session to the upstream, connecting if there is none. */
+  session(up: Pick<Upstream, "sandboxID" | "ip" | "port" | "tls" | "servername">): ClientHttp2Session {
+    const { ip, port } = up;
+    const key = `${up.sandboxID}@${ip}:${port}${up.tls ? "/tls" : ""}`;
     const known = this.sessions.get(key);
     if (known && !known.closed && !known.destroyed) return known;
-    const session = connect(`http://${ip}:${port}`, { settings: { enablePush: false }, createConnection: () => createConnection({ host: ip, port, noDelay: true }) });
+    const createConn = up.tls
+      ? () => {
+          const socket = tlsConnect({ host: ip, port, ALPNProtocols: ["h2"], rejectUnauthorized: false, ...(up.servername ? { servername: up.servername } : {}) });
+          socket.setNoDelay(true);
+          return socket;
+        }
+      : () => createConnection({ host: ip, port, noDelay: true });
+    const session = connect(`${up.tls ? "https" : "http"}://${ip}:${port}`, { settings: { enablePush: false }, createConnection: createConn });
     this.sessions.set(key, session);
     const forget = () => {
       if (this.sessions.get(key) === session) this.sessions.delete(key);
@@ -45,9 +56,10 @@ export class H2cPool {
 }
 
 /**
- * Forwards one HTTP/2 request over h2c: bodies are piped both ways (flow control is the
- * backpressure), trailers are relayed (gRPC status lives there), and a reset on either side
- * resets the other.
+ * Forwards one HTTP/2 request upstream over HTTP/2: bodies are piped both ways (flow control is
+ * the backpressure), trailers are relayed (gRPC status lives there), and a reset on either side
+ * resets the other. An answer that cannot be relayed (a status outside 200–599, bad headers, a
+ * 1xx flood) gets a 502 on this stream alone.
  */
 export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, up: Upstream, pool: H2cPool, done: (status: number | ProxyError) => void): void {
   let settled = false;
@@ -56,10 +68,10 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
     settled = true;
     done(what);
   };
-  let stream;
+  let stream: ClientHttp2Stream;
   try {
-    const session = pool.session(up.sandboxID, up.ip, up.port);
-    stream = session.request({ ":method": req.method, ":path": up.path, ":scheme": "http", ...up.headers }, { endStream: false });
+    const session = pool.session(up);
+    stream = session.request({ ":method": req.method, ":path": up.path, ":scheme": up.tls ? "https" : "http", ...up.headers }, { endStream: false });
   } catch (err) {
     const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
     sendError(req, res, e);
@@ -67,51 +79,50 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
     return;
   }
   let trailers: IncomingHttpHeaders | undefined;
-  // Set once the whole answer is handed to the client; a close before that is the client leaving.
+  // Set once the whole answer is handed to the client (or refused); a close before that is the client leaving.
   let answered = false;
-  stream.on("response", (headers) => {
-    const status = Number(headers[":status"] ?? 502);
-    res.writeHead(status, endToEnd(headers) as Record<string, string>);
-    stream.pipe(res as unknown as NodeJS.WritableStream, { end: false });
-  });
-  stream.on("trailers", (t) => (trailers = t));
-  stream.on("end", () => {
-    if (!res.headersSent) return;
-    // A reset also ends the readable side; it must reach the client as a reset, not a clean end.
-    if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) {
-      if (!res.stream.destroyed) res.stream.close(stream.rstCode);
-      finish(res.statusCode);
+  let responded = false;
+  let informational = 0;
+  /** The upstream's answer is unusable: 502 if the client's answer has not begun, else reset it. */
+  const fail = (err?: unknown, code?: number) => {
+    if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+    if (answered) return;
+    answered = true;
+    if (!res.headersSent) {
+      const e = err !== undefined && !responded && isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
+      sendError(req, res, e);
+      finish(e);
       return;
     }
-    if (trailers) {
-      const t = endToEnd(trailers);
-      if (Object.keys(t).length > 0) res.addTrailers(t as Record<string, string>);
-    }
+    if (code !== undefined && !res.stream.destroyed && !res.stream.closed) res.stream.close(resetCode(code));
+    else cutResponse(res);
+    finish(res.statusCode);
+  };
+  stream.on("headers", guarded(fail, () => {
+    if (++informational > MAX_INFORMATIONAL) fail();
+  }));
+  stream.on("response", guarded(fail, (headers: IncomingHttpHeaders) => {
+    responded = true;
+    if (!startAnswer(res, headers[":status"], headers)) return fail();
+    stream.pipe(res as unknown as NodeJS.WritableStream, { end: false });
+  }));
+  stream.on("trailers", (t: IncomingHttpHeaders) => (trailers = t));
+  stream.on("end", guarded(fail, () => {
+    if (!res.headersSent || answered) return;
+    // A reset also ends the readable side; it must reach the client as a reset, not a clean end.
+    if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) return fail(undefined, stream.rstCode);
+    const t = relayableTrailers(trailers);
+    if (Object.keys(t).length > 0) res.addTrailers(t as Record<string, string>);
     answered = true;
     res.end();
     finish(res.statusCode);
-  });
-  stream.on("error", (err) => {
-    if (!res.headersSent) {
-      const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
-      answered = true;
-      sendError(req, res, e);
-      finish(e);
-    }
-  });
-  stream.on("close", () => {
-    // An upstream reset after the answer began resets the client's stream with the same code.
-    if (res.headersSent && !answered) {
-      const code = stream.rstCode && stream.rstCode !== constants.NGHTTP2_NO_ERROR ? stream.rstCode : constants.NGHTTP2_INTERNAL_ERROR;
-      if (!res.stream.destroyed) res.stream.close(code);
-      finish(res.statusCode);
-    } else if (!res.headersSent && !settled) {
-      const e = badGateway(up.sandboxID, up.port);
-      answered = true;
-      sendError(req, res, e);
-      finish(e);
-    }
-  });
+  }));
+  stream.on("error", guarded(fail, (err: Error) => fail(err, stream.rstCode)));
+  stream.on("close", guarded(fail, () => {
+    // Closed before a complete answer: an upstream reset reaches the client as a reset (same code),
+    // no answer at all as a 502.
+    if (!answered) fail(undefined, stream.rstCode);
+  }));
   res.on("close", () => {
     if (!answered && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
     finish(res.statusCode);

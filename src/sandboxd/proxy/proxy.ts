@@ -1,12 +1,14 @@
 import type { IncomingMessage } from "node:http";
+import { isIP } from "node:net";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../log.js";
 import { DEFAULT_LIMITS, type ProxyLimits } from "./dial.js";
-import { badRequestTarget, sandboxNotFound, sendError, tooManyConnections, type AnyRequest, type AnyResponse, type ProxyError } from "./errors.js";
+import { badGateway, badRequestTarget, sandboxNotFound, sendError, tooManyConnections, type AnyRequest, type AnyResponse, type ProxyError } from "./errors.js";
 import { originForm, refusal } from "./guard.js";
+import { hostName } from "../server/host.js";
 import { requestHeaders, upstreamHost } from "./headers.js";
-import { createAgent, forwardHttp1, type Upstream } from "./http1.js";
+import { createAgents, forwardHttp1, type Upstream } from "./http1.js";
 import { forwardHttp2, H2cPool } from "./http2.js";
 import { InFlight } from "./limits.js";
 import type { Route, RouteIndex, RouteTarget } from "./target.js";
@@ -28,7 +30,7 @@ export interface Proxy {
 export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Partial<ProxyLimits>; wake?: (sandboxID: string) => Promise<boolean> }): Proxy {
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { index, log } = opts;
-  const agent = createAgent(limits);
+  const agents = createAgents(limits);
   const pool = new H2cPool(limits);
   const inFlight = new InFlight(limits.maxPerSandbox);
 
@@ -47,7 +49,13 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     const headers = requestHeaders(req.headers, clientHost, req.socket?.remoteAddress);
     if (req.httpVersionMajor === 2) headers[":authority"] = host;
     else headers["host"] = host;
-    return { target, up: { sandboxID: target.sandboxID, ip: target.ip, port: route.port, path, headers }, release };
+    const up: Upstream = { sandboxID: target.sandboxID, ip: target.ip, port: route.port, path, headers };
+    if (route.port !== target.envdPort && target.httpsPorts?.includes(route.port)) {
+      up.tls = true;
+      const name = hostName(host);
+      if (name !== "" && isIP(name) === 0) up.servername = name;
+    }
+    return { target, up, release };
   };
 
   /**
@@ -61,13 +69,19 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     const path = originForm(req.url);
     const refused = path === undefined ? badRequestTarget(route.sandboxID) : refusal(t, route.port, path, req.headers);
     if (refused) return fail(refused);
-    opts.wake(route.sandboxID).then(
-      (running) => (running ? go() : fail(sandboxNotFound(route.sandboxID))),
-      (err: unknown) => {
-        log.warn({ sandboxID: route.sandboxID, err: (err as Error).message }, "resuming a sandbox for its traffic failed");
-        fail(sandboxNotFound(route.sandboxID));
-      },
-    );
+    opts.wake(route.sandboxID)
+      .then(
+        (running) => (running ? go() : fail(sandboxNotFound(route.sandboxID))),
+        (err: unknown) => {
+          log.warn({ sandboxID: route.sandboxID, err: (err as Error).message }, "resuming a sandbox for its traffic failed");
+          fail(sandboxNotFound(route.sandboxID));
+        },
+      )
+      // Past the wait, the request goes on outside the dispatcher's guard: a throw fails it alone.
+      .catch((err: unknown) => {
+        log.error({ sandboxID: route.sandboxID, err: String((err as Error)?.message ?? err) }, "relaying a request after resuming its sandbox failed");
+        fail(badGateway(route.sandboxID, route.port));
+      });
   };
 
   const logDone = (req: AnyRequest, route: Route, t0: number) => (what: number | ProxyError) => {
@@ -97,7 +111,7 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
         up.headers["host"] = up.headers[":authority"];
         delete up.headers[":authority"];
       }
-      forwardHttp1(req, res, up, agent, limits, done);
+      forwardHttp1(req, res, up, agents, limits, done);
     }
   };
 
@@ -126,7 +140,8 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
       }),
 
     close() {
-      agent.destroy();
+      agents.plain.destroy();
+      agents.tls.destroy();
       pool.close();
     },
   };

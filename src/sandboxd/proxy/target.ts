@@ -15,6 +15,8 @@ export interface RouteTarget {
   autoResume?: boolean;
   /** Host header sent to non-envd ports instead of the client's; `${PORT}` becomes the port. */
   maskRequestHost?: string;
+  /** Ports that serve HTTPS themselves: the proxy speaks TLS to them (never to envd's port). */
+  httpsPorts?: readonly number[];
 }
 
 /** The lookup the proxy reads on every request (memory only: no store on the request path). */
@@ -26,4 +28,14 @@ export interface RouteIndex {
 export interface Route {
   sandboxID: string;
   port: number;
+}
+
+/**
+ * The sandbox's `network.httpsPorts` as stored (the create body as sent): the valid port numbers
+ * other than envd's, anything else ignored.
+ */
+export function httpsPortsOf(network: unknown, envdPort: number): number[] {
+  const ports = (network as { httpsPorts?: unknown } | null | undefined)?.httpsPorts;
+  if (!Array.isArray(ports)) return [];
+  return [...new Set(ports.filter((p): p is number => Number.isInteger(p) && p >= 1 && p <= 65535 && p !== envdPort))];
 }

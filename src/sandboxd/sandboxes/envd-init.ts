@@ -1,3 +1,5 @@
+import { textPrefix } from "./bounded-read.js";
+
 /** What envd's /init gets from the control plane. */
 export interface InitRequest {
   ip: string;
@@ -32,8 +34,12 @@ export async function initEnvd(req: InitRequest, totalMs = 10_000): Promise<stri
     });
     try {
       const res = await fetch(`http://${req.ip}:${req.port}/init`, { method: "POST", headers, body, signal: AbortSignal.timeout(Math.min(PER_TRY_MS, Math.max(1, deadline - Date.now()))) });
-      const text = await res.text();
-      if (res.status === 204) return res.headers.get("x-envd-version") ?? undefined;
+      // Only the start of an answer is kept (for the error); the per-try signal bounds its time.
+      const text = res.status === 204 ? "" : await textPrefix(res);
+      if (res.status === 204) {
+        await res.body?.cancel().catch(() => undefined);
+        return res.headers.get("x-envd-version")?.slice(0, 64) ?? undefined;
+      }
       last = `status ${res.status}: ${text.slice(0, 200)}`;
       if (res.status >= 400 && res.status < 500 && res.status !== 429) throw new Error(`envd refused /init (${last})`);
     } catch (err) {

@@ -5,6 +5,7 @@ import { installSecret } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { initEnvd } from "./envd-init.js";
+import { httpsPortsOf } from "../proxy/target.js";
 import { ApiError, notFound } from "./errors.js";
 import { createSandboxIndex, type SandboxIndex } from "./index.js";
 import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
@@ -101,7 +102,8 @@ export function createSandboxService(opts: {
     if (row.ip && row.state === "running") egressByIp.set(row.ip, policyOf(row));
     if (!row.ip || row.state === "starting") return index.delete(row.id);
     const net = row.network as { maskRequestHost?: string };
-    index.set({ sandboxID: row.id, state: row.state, ip: row.ip, envdPort: row.envdPort ?? ENVD_PORT, ...(row.autoResume ? { autoResume: true } : {}), ...(row.trafficToken ? { trafficAccessToken: row.trafficToken } : {}), ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}) });
+    const httpsPorts = httpsPortsOf(row.network, row.envdPort ?? ENVD_PORT);
+    index.set({ sandboxID: row.id, state: row.state, ip: row.ip, envdPort: row.envdPort ?? ENVD_PORT, ...(row.autoResume ? { autoResume: true } : {}), ...(row.trafficToken ? { trafficAccessToken: row.trafficToken } : {}), ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}), ...(httpsPorts.length > 0 ? { httpsPorts } : {}) });
   };
 
   const owned = (teamID: string, id: string, states: SandboxRow["state"][] = ["running", "paused"]): SandboxRow => {

@@ -1,3 +1,5 @@
+import { EnvdProtocolError, textPrefix } from "./bounded-read.js";
+
 /** Where and as whom to run a command through a sandbox's envd. */
 export interface EnvdTarget {
   ip: string;
@@ -15,10 +17,54 @@ function envelope(msg: unknown): Buffer {
   return Buffer.concat([head, json]);
 }
 
+/** The largest Connect message sandboxd takes from envd: its process events are a few KiB at most. */
+const MAX_MESSAGE = 1024 * 1024;
+
+/** A process event or the stream's end message, as far as sandboxd reads them. */
+type StreamMessage = { event?: { start?: unknown; end?: { exitCode?: number; error?: string } }; error?: { message?: string } };
+
+/**
+ * Splits a Connect envelope stream into messages, holding at most one message (bounded) and the
+ * bytes of the next: a hostile envd announcing a huge length or streaming without end costs
+ * sandboxd at most `MAX_MESSAGE` of memory, then fails the operation.
+ */
+class Envelopes {
+  private chunks: Buffer[] = [];
+  private size = 0;
+
+  push(chunk: Uint8Array): void {
+    this.chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.size += chunk.byteLength;
+  }
+
+  /** The next whole message (flags, parsed JSON), or undefined until more bytes arrive. */
+  next(): { flags: number; msg: StreamMessage } | undefined {
+    if (this.size < 5) return undefined;
+    const buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
+    this.chunks = [buf];
+    const len = buf.readUInt32BE(1);
+    if (len > MAX_MESSAGE) throw new EnvdProtocolError(`envd sent a message of ${len} bytes (more than ${MAX_MESSAGE})`);
+    if (buf.length < 5 + len) return undefined;
+    const flags = buf[0];
+    let msg: StreamMessage;
+    try {
+      msg = JSON.parse(buf.subarray(5, 5 + len).toString("utf8")) as StreamMessage;
+    } catch {
+      throw new EnvdProtocolError("envd sent a message that is not JSON");
+    }
+    if (msg === null || typeof msg !== "object") throw new EnvdProtocolError("envd sent a message that is not a JSON object");
+    const rest = buf.subarray(5 + len);
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.size = rest.length;
+    return { flags, msg };
+  }
+}
+
 /**
  * Starts `bash -l -c cmd` through envd's process.Process/Start (Connect JSON streaming) and reads
  * its events: with `wait`, until its end, resolving with the exit code; without, until its start
  * (the process keeps running: envd does not tie a process to the request that started it).
+ * `timeoutMs` bounds the whole exchange, a slow trickle included.
  */
 async function startProcess(t: EnvdTarget, cmd: string, wait: boolean, timeoutMs: number): Promise<number> {
   const headers: Record<string, string> = {
@@ -30,27 +76,23 @@ async function startProcess(t: EnvdTarget, cmd: string, wait: boolean, timeoutMs
   const timer = setTimeout(() => ac.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
   try {
     const res = await fetch(`http://${t.ip}:${t.port}/process.Process/Start`, { method: "POST", headers, body: new Uint8Array(body), signal: ac.signal });
-    if (!res.ok || !res.body) throw new Error(`envd answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
+    if (!res.ok || !res.body) throw new Error(`envd answered ${res.status}: ${await textPrefix(res)}`);
     const reader = res.body.getReader();
-    let buf = Buffer.alloc(0);
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error("envd's stream ended before the process did");
-      buf = Buffer.concat([buf, value]);
-      while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
-        const flags = buf[0];
-        const msg = JSON.parse(buf.subarray(5, 5 + buf.readUInt32BE(1)).toString("utf8")) as { event?: { start?: unknown; end?: { exitCode?: number; error?: string } }; error?: { message?: string } };
-        buf = buf.subarray(5 + buf.readUInt32BE(1));
-        if (flags & 2) throw new Error(`envd ended the stream: ${msg.error?.message ?? "no end event"}`);
-        if (msg.event?.start && !wait) {
-          await reader.cancel().catch(() => undefined);
-          return 0;
-        }
-        if (msg.event?.end) {
-          await reader.cancel().catch(() => undefined);
-          return msg.event.end.exitCode ?? (msg.event.end.error ? 1 : 0);
+    const stream = new Envelopes();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error("envd's stream ended before the process did");
+        stream.push(value);
+        for (let m = stream.next(); m; m = stream.next()) {
+          const { flags, msg } = m;
+          if (flags & 2) throw new Error(`envd ended the stream: ${String(msg.error?.message ?? "no end event").slice(0, 200)}`);
+          if (msg.event?.start && !wait) return 0;
+          if (msg.event?.end) return typeof msg.event.end.exitCode === "number" ? msg.event.end.exitCode : msg.event.end.error ? 1 : 0;
         }
       }
+    } finally {
+      await reader.cancel().catch(() => undefined);
     }
   } finally {
     clearTimeout(timer);
@@ -88,6 +130,8 @@ export async function runStartCommand(t: EnvdTarget, startCmd: string | null | u
       if (code === 0) return;
       last = `exit code ${code}`;
     } catch (err) {
+      // An envd that breaks the protocol is not a ready check that has yet to pass.
+      if (err instanceof EnvdProtocolError) throw new Error(`the template's ready command could not be run: ${err.message}`);
       last = (err as Error).message;
     }
     if (Date.now() + READY_EVERY_MS > deadline) throw new Error(`the template's ready command did not pass within ${Math.round(totalMs / 1000)} s (last: ${last})`);

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../log.js";
 import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
-import { sendText } from "../proxy/errors.js";
+import { cutResponse, sendText } from "../proxy/errors.js";
 import type { Proxy } from "../proxy/proxy.js";
 import { writeRaw } from "../proxy/upgrade.js";
 import { classify } from "./host.js";
@@ -21,10 +21,7 @@ export interface Dispatcher {
 
 /** Sends a `{code, message}` JSON answer, the API's error shape. */
 export function sendJson(res: AnyResponse, status: number, body: unknown): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
+  if (res.headersSent) return cutResponse(res);
   const text = JSON.stringify(body);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), "cache-control": "no-store" });
   res.end(text);
@@ -78,7 +75,7 @@ export function createDispatcher(opts: { domain: string; api: () => ApiHandler |
         try {
           sendJson(res, 500, { code: 500, message: "internal error while routing the request" });
         } catch {
-          res.destroy();
+          cutResponse(res);
         }
       }
     },
