@@ -202,9 +202,10 @@ describe("a hostile server in a sandbox cannot stop sandboxd or break other requ
       import { Sandbox } from "e2b";
       const a = await Sandbox.connect(${JSON.stringify(hostile)});
       const r = await fetch("https://" + a.getHost(${TLS_PORT}) + "/via-sdk");
-      console.log(JSON.stringify({ status: r.status, body: await r.text() }));
+      const info = await a.getInfo();
+      console.log(JSON.stringify({ status: r.status, body: await r.text(), httpsPorts: info.network?.httpsPorts }));
     `);
-    assert.deepEqual(sdk, { status: 200, body: "secure hello /via-sdk" });
+    assert.deepEqual(sdk, { status: 200, body: "secure hello /via-sdk", httpsPorts: [TLS_PORT] });
     // A port not listed is spoken to in plain HTTP: a TLS server there is not HTTP to the proxy.
     const unlisted = await h1(s, ca, sandboxHost(s, TLS_UNLISTED, hostile), "/plain");
     assert.ok(!("error" in unlisted) && unlisted.status === 502, JSON.stringify(unlisted));

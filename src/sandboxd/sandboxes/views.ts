@@ -39,7 +39,7 @@ export function listedBody(row: SandboxRow, tpl: Template | undefined): Record<s
 
 /** The `SandboxDetail` body of GET /sandboxes/{id}. */
 export function detailBody(row: SandboxRow, tpl: Template | undefined, envdToken: string | undefined): Record<string, unknown> {
-  const net = row.network as { allowPublicTraffic?: boolean; allowOut?: string[]; denyOut?: string[]; maskRequestHost?: string; rules?: unknown };
+  const net = row.network as { allowPublicTraffic?: boolean; allowOut?: string[]; denyOut?: string[]; maskRequestHost?: string; rules?: unknown; httpsPorts?: number[] };
   return {
     ...listedBody(row, tpl),
     ...(envdToken ? { envdAccessToken: envdToken } : {}),
@@ -51,6 +51,7 @@ export function detailBody(row: SandboxRow, tpl: Template | undefined, envdToken
       ...(net.denyOut ? { denyOut: net.denyOut } : {}),
       ...(net.maskRequestHost ? { maskRequestHost: net.maskRequestHost } : {}),
       ...(net.rules ? { rules: net.rules } : {}),
+      ...(net.httpsPorts ? { httpsPorts: net.httpsPorts } : {}),
     },
     lifecycle: { autoResume: row.autoResume ?? false, onTimeout: row.autoPause ? "pause" : "kill" },
   };
