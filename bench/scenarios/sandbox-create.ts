@@ -2,6 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
 import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
 import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
 import { removeCgroup } from "../../src/sandboxd/runtime/cgroups.js";
@@ -75,7 +76,7 @@ async function bareRunc(rounds: number): Promise<number[]> {
   const dir = mkdtempSync(join(tmpdir(), "sandboxd-bench-bare-"));
   chmodSync(dir, 0o711);
   for (const d of ["upper", "work", "rootfs"]) mkdirSync(join(dir, d));
-  chownSync(join(dir, "upper"), 100000, 100000);
+  chownSync(join(dir, "upper"), MAPPED_ROOT, MAPPED_ROOT);
   await mountOverlay({ lower: rootfs, upper: join(dir, "upper"), work: join(dir, "work"), target: join(dir, "rootfs") });
   const cgroup = `/sandboxd-bench-${process.pid}`;
   try {

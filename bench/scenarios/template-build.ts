@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
 import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
 import { mountOverlay, unmount } from "../../src/sandboxd/runtime/overlay.js";
 import { removeCgroup } from "../../src/sandboxd/runtime/cgroups.js";
@@ -36,7 +37,7 @@ async function bareStep(rounds: number): Promise<number[]> {
     const dir = mkdtempSync(join(tmpdir(), "sandboxd-bench-step-"));
     chmodSync(dir, 0o711);
     for (const d of ["upper", "work", "rootfs"]) mkdirSync(join(dir, d));
-    chownSync(join(dir, "upper"), 100000, 100000);
+    chownSync(join(dir, "upper"), MAPPED_ROOT, MAPPED_ROOT);
     const cgroup = `/sandboxd-bench-step-${process.pid}`;
     try {
       const t0 = performance.now();

@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
+import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
 import { takeLock } from "../../src/sandboxd/images/lock.js";
 import { findDebianMirror } from "../../src/sandboxd/images/mirror.js";
 import { baseRootfs, skipReason } from "./helpers/runtime.js";
@@ -14,15 +15,15 @@ describe("base rootfs", { skip: skipReason() }, () => {
   test("Debian with E2B's base tools and user `user`, owned by the mapped range with setuid bits kept", async () => {
     const [a, b] = await Promise.all([baseRootfs(), baseRootfs()]);
     assert.equal(a, b);
-    assert.equal(statSync(a).uid, 100_000);
+    assert.equal(statSync(a).uid, MAPPED_ROOT);
     for (const bin of ["python3", "python", "curl", "git", "sudo", "ps", "ip", "bash", "setpriv"]) {
       assert.ok(existsSync(join(a, "usr/bin", bin)) || existsSync(join(a, "usr/sbin", bin)) || existsSync(join(a, "bin", bin)), `${bin} missing`);
     }
     const sudo = lstatSync(join(a, "usr/bin/sudo"));
-    assert.equal(sudo.uid, 100_000);
+    assert.equal(sudo.uid, MAPPED_ROOT);
     assert.equal(sudo.mode & 0o4000, 0o4000, "sudo lost its setuid bit");
     assert.match(readFileSync(join(a, "etc/passwd"), "utf8"), /^user:x:1000:1000::\/home\/user:\/bin\/bash$/m);
-    assert.equal(statSync(join(a, "home/user")).uid, 101_000);
+    assert.equal(statSync(join(a, "home/user")).uid, MAPPED_ROOT + 1000);
     assert.match(readFileSync(join(a, "etc/sudoers.d/user"), "utf8"), /^user ALL=\(ALL:ALL\) NOPASSWD: ALL$/m);
     assert.ok(existsSync(join(a, "etc/ssl/certs/ca-certificates.crt")));
   });

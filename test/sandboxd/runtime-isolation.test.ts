@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { SandboxAddress } from "../../src/sandboxd/runtime/runtime.js";
+import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
 import { macOf } from "../../src/sandboxd/network/veth.js";
 import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
 
@@ -63,8 +64,8 @@ describe("runc runtime: isolation", { skip }, () => {
     const r = await sh(sb.ip, "echo x > /root/by-root && su user -c 'echo y > /home/user/by-user'");
     assert.equal(r.exitCode, 0, r.stderr);
     const upper = join(t.dataDir, "sandboxes", id, "disk", "upper");
-    assert.equal(statSync(join(upper, "root/by-root")).uid, 100_000);
-    assert.equal(statSync(join(upper, "home/user/by-user")).uid, 101_000);
+    assert.equal(statSync(join(upper, "root/by-root")).uid, MAPPED_ROOT);
+    assert.equal(statSync(join(upper, "home/user/by-user")).uid, MAPPED_ROOT + 1000);
   });
 
   test("ps -e shows only the sandbox's own processes, with tini as PID 1", async () => {

@@ -88,7 +88,10 @@ export function cachedBaseRootfs(cacheDir: string): string | undefined {
 export async function ensureBaseRootfs(opts: BaseRootfsOptions): Promise<string> {
   const dir = join(opts.cacheDir, `base-${SUITE}-${baseRecipeKey()}`);
   const rootfs = join(dir, "rootfs");
-  if (cachedBaseRootfs(opts.cacheDir)) return rootfs;
+  if (cachedBaseRootfs(opts.cacheDir)) {
+    chmodSync(dir, 0o700);
+    return rootfs;
+  }
   mkdirSync(opts.cacheDir, { recursive: true, mode: 0o755 });
   const release = await takeLock(`${dir}.lock`, {
     timeoutMs: 30 * 60_000,
@@ -107,7 +110,9 @@ export async function ensureBaseRootfs(opts: BaseRootfsOptions): Promise<string>
       await unmountBelow(root);
       await finish(root);
       const files = shiftOwnership(root, MAPPED_ROOT);
-      chmodSync(tmp, 0o755);
+      // host root alone reaches it (overlayfs reads a lower layer with the mounter's rights): no
+      // host user runs its setuid files, which belong to the sandboxes' root
+      chmodSync(tmp, 0o700);
       renameSync(tmp, dir);
       opts.log.info({ dir, debootstrapMs: tBoot - t0, totalMs: Date.now() - t0, files }, "base rootfs built");
     } catch (err) {

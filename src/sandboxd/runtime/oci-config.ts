@@ -1,5 +1,7 @@
 import { readFileSync } from "node:fs";
 import { MAPPED_RANGE, MAPPED_ROOT } from "./idmap.js";
+import type { BindMount } from "./identity.js";
+import { SANDBOX_OOM_SCORE_ADJ } from "./oom.js";
 import { seccompProfile } from "./seccomp.js";
 
 /** envd's port inside every sandbox, as E2B's. */
@@ -27,7 +29,10 @@ export interface BundleParams {
   pidsLimit: number;
   defaultUser: string;
   defaultWorkdir?: string;
+  /** Files sandboxd owns, bind-mounted in after the standard mounts (the identity files). */
+  extraMounts?: BindMount[];
 }
+
 
 /** The kernel's smallest CPU share (cgroup v1 cpu.shares; runc maps it to cpu.weight 1 on v2). */
 const MIN_CPU_SHARES = 2;
@@ -39,9 +44,13 @@ export function cpuShares(cpuCount: number): number {
   return Math.max(MIN_CPU_SHARES, Math.round(1024 * cpuCount));
 }
 
-/** Docker's default capability set: no NET_ADMIN, no SYS_ADMIN, no SYS_PTRACE, no SYS_TIME. */
+/**
+ * Docker's default capability set less CAP_NET_RAW: no NET_ADMIN, no SYS_ADMIN, no SYS_PTRACE, no
+ * SYS_TIME, and no raw or packet sockets (their frames would skip the sandbox's own firewall
+ * hooks; ping uses ICMP datagram sockets instead, see linux.sysctl).
+ */
 export const DEFAULT_CAPABILITIES = [
-  "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID",
+  "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_SETGID",
   "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 ];
 
@@ -108,6 +117,7 @@ export function ociConfig(p: BundleParams): object {
       ],
       // sudo inside needs setuid executables to gain privileges (within the user namespace)
       noNewPrivileges: false,
+      oomScoreAdj: SANDBOX_OOM_SCORE_ADJ,
     },
     root: { path: p.rootfsDir, readonly: false },
     hostname: p.sandboxID,
@@ -122,12 +132,16 @@ export function ociConfig(p: BundleParams): object {
       { destination: "/run", type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev", "mode=755", "size=65536k"] },
       { destination: TINI_MOUNT, type: "bind", source: p.tiniPath, options: ["bind", "ro", "nosuid", "nodev"] },
       { destination: ENVD_MOUNT, type: "bind", source: p.envdDir, options: ["rbind", "ro", "nosuid", "nodev"] },
+      ...(p.extraMounts ?? []),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: MAPPED_ROOT, size: MAPPED_RANGE }],
       gidMappings: [{ containerID: 0, hostID: MAPPED_ROOT, size: MAPPED_RANGE }],
       namespaces: [{ type: "pid" }, { type: "network" }, { type: "ipc" }, { type: "uts" }, { type: "mount" }, { type: "cgroup" }, { type: "user" }],
       cgroupsPath: p.cgroupsPath,
+      // ICMP datagram sockets for every group inside (the ids the user namespace maps): ping
+      // works without CAP_NET_RAW; the setting is the sandbox's own network namespace's
+      sysctl: { "net.ipv4.ping_group_range": `0 ${MAPPED_RANGE - 1}` },
       resources: {
         devices: [{ allow: false, access: "rwm" }],
         // swap as large as the memory limit again (Docker's default for --memory alone)

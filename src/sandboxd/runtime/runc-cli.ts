@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { execTool, mustExec } from "./exec.js";
+import { withOomFloor } from "./oom.js";
 
 /** One container as `runc list` reports it. */
 export interface RuncContainer {
@@ -16,16 +17,24 @@ export class RuncCli {
   /**
    * `runc create`: makes the container and its namespaces, leaving its init waiting for `start`.
    * The container's stdout/stderr (and runc's own errors) go to `logFile`, which outlives runc.
+   * With `rootfs`, its overlay is mounted at the bundle's rootfs path in a private mount namespace
+   * that only runc (and so only the container's own namespace, copied from it) ever sees: the
+   * sandbox's setuid files work inside (sudo) while the host has no mount of them to run. runc
+   * starts with the sandboxes' OOM floor, which its container inherits.
    */
-  async create(id: string, bundle: string, pidFile: string, logFile: string): Promise<void> {
+  async create(id: string, bundle: string, pidFile: string, logFile: string, rootfs?: { options: string; target: string }, nice?: number): Promise<void> {
     const fd = openSync(logFile, "a", 0o600);
+    const runc = ["runc", "--root", this.root, "create", "--bundle", bundle, "--pid-file", pidFile, id];
+    // nice applies to the mount only: the container's processes must not inherit it
+    const mount = `${nice ? `nice -n ${Math.trunc(nice)} ` : ""}mount -t overlay overlay -o "$1" "$2"`;
+    const argv = withOomFloor(rootfs ? ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", `${mount} && shift 2 && exec "$@"`, "sh", rootfs.options, rootfs.target, ...runc] : runc);
     try {
       const code = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn("runc", ["--root", this.root, "create", "--bundle", bundle, "--pid-file", pidFile, id], {
+        const child = spawn(argv[0], argv.slice(1), {
           stdio: ["ignore", fd, fd],
           timeout: 60_000,
         });
-        child.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "ENOENT" ? new Error("runc is not installed (apt-get install runc)") : err));
+        child.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "ENOENT" ? new Error(`${argv[0]} is not installed (apt-get install runc util-linux)`) : err));
         // 'exit', not 'close': the container keeps the log file open after runc has gone
         child.once("exit", (c) => resolve(c));
       });

@@ -9,10 +9,12 @@ import type { ServedPorts } from "../network/firewall.js";
 import type { EgressPolicy } from "../network/policy.js";
 import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "../network/veth.js";
 import { removeCgroup, setCpuShares } from "./cgroups.js";
-import { MAPPED_ROOT } from "./idmap.js";
-import { writeIdentity } from "./identity.js";
+import { assertIdRangeFree, MAPPED_ROOT } from "./idmap.js";
+import { identityMounts } from "./identity.js";
+import { statInRootFollowing } from "./in-root.js";
 import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
-import { isMounted, mountOverlay, unmount } from "./overlay.js";
+import { protectFromOom } from "./oom.js";
+import { isMounted, overlayOptions, unmount } from "./overlay.js";
 import { mountDisk, unmountDisk } from "./disk.js";
 import { BACKGROUND_NICE, checkSpec, SANDBOX_ID } from "./spec.js";
 import { consolePath, consoleText, readConsoleTail } from "./console.js";
@@ -63,6 +65,8 @@ class RuncRuntime implements Runtime {
   private settled?: Promise<void>;
 
   constructor(private readonly opts: RuncOptions) {
+    assertIdRangeFree();
+    protectFromOom(opts.log);
     this.dataDir = resolve(opts.dataDir);
     this.instanceKey = createHash("sha256").update(this.dataDir).digest("hex").slice(0, 10);
     this.cgroupParent = `sandboxd-${this.instanceKey}`;
@@ -138,34 +142,28 @@ class RuncRuntime implements Runtime {
     const rootfs = join(dir, "rootfs");
     for (const d of [upper, join(disk, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
     chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
-    await mountOverlay({ lower: spec.rootfs, upper, work: join(disk, "work"), target: rootfs, nice });
-    writeIdentity(rootfs, { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, nameserver: slot.hostIp });
-    const hasUser = existsSync(join(spec.rootfs, "home", "user"));
+    // on the sandbox's own disk (out of its sight): a sandbox that grows its /etc/hosts fills its disk only
+    const identity = identityMounts(join(disk, "identity"), { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, nameserver: slot.hostIp });
+    const hasUser = !!statInRootFollowing(spec.rootfs, "home/user")?.isDirectory();
     const config = ociConfig({
       sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
       cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, background: spec.background, memoryMB: spec.memoryMB,
       pidsLimit: this.opts.pidsLimit ?? 1024, defaultUser: hasUser ? "user" : "root", defaultWorkdir: hasUser ? "/home/user" : undefined,
+      extraMounts: identity,
     });
     writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 1));
     signal?.throwIfAborted();
     const log = consolePath(dir);
     const tCreate = Date.now();
     try {
-      await this.runc.create(id, dir, join(dir, "pid"), log);
+      // the overlay is mounted where only runc and the container see it (nodev there too)
+      const options = overlayOptions({ lower: spec.rootfs, upper, work: join(disk, "work") }, ["nodev"]);
+      await this.runc.create(id, dir, join(dir, "pid"), log, { options, target: rootfs }, nice);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${consoleText(dir)}`);
     }
     const tRunc = Date.now();
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
-    // PID 1, the restart loop and envd are the last the OOM killer picks (envd raises its children
-    // to 100). Set from the host: runc would write it inside the user namespace, where lowering
-    // fails. Hosts that withhold CAP_SYS_RESOURCE even from root refuse it: then the +100 of
-    // envd's children alone makes them go first.
-    try {
-      writeFileSync(`/proc/${pid}/oom_score_adj`, "-1000");
-    } catch (err) {
-      this.opts.log.debug({ sandboxID: id, err: (err as Error).message }, "cannot protect envd from the OOM killer on this host");
-    }
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
     const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served, nice }).then(() => Date.now());

@@ -1,51 +1,71 @@
 /**
- * A seccomp profile in the spirit of Docker's default: everything is allowed except the calls
- * that reach kernel surfaces a sandbox has no business with (namespaces, mounts, keyrings, BPF,
- * perf, modules, kexec, swap, clock, raw handles). Docker's own profile is an allow list that is
- * tied to its capability logic; a deny list keeps envd, sudo, python and curl working unchanged.
- * The capability set already refuses most of these; the profile is the second wall.
+ * The sandboxes' seccomp profile, in the shape of Docker's default: every call not on the allow
+ * list (seccomp-allow.ts) fails with EPERM, so a syscall the kernel adds later is refused until it
+ * is reviewed. Calls whose danger is in an argument are allowed by argument, as Docker does:
+ * clone without namespace flags, personality with the harmless values. socket is narrowed further
+ * than Docker's: no packet sockets and no raw IP sockets (frames that would skip the sandbox's
+ * firewall hooks), no vsock and no rarely used families; the capability set withholds
+ * CAP_NET_RAW as the first wall.
  */
+import { ALLOWED_PERSONALITIES, ALLOWED_SYSCALLS, ARCH_SYSCALLS } from "./seccomp-allow.js";
 
 const EPERM = 1;
 const ENOSYS = 38;
-const CLONE_NEWUSER = 0x10000000;
+/** Every CLONE_NEW* flag clone() takes (namespaces, cgroup namespace included). */
+const CLONE_NAMESPACE_FLAGS = 0x7e020000;
 
-/** Calls refused with EPERM. */
-const DENIED = [
-  // namespaces: no nested user namespace (the kernel lets an unprivileged process make one)
-  "unshare", "setns",
-  // mounts (the new mount API too) and root changes
-  "mount", "umount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
-  "mount_setattr",
-  // kernel keyrings, BPF, perf, userfaultfd, io_uring (a large, often exploited surface)
-  "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-  "io_uring_setup", "io_uring_enter", "io_uring_register",
-  // kernel log, modules, kexec, reboot, swap, accounting, quotas
-  "syslog", "init_module", "finit_module", "delete_module", "create_module", "kexec_load", "kexec_file_load",
-  "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "nfsservctl",
-  // clocks, raw I/O ports, file handles (the classic open_by_handle_at escape), obsolete calls
-  "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
-  "iopl", "ioperm", "open_by_handle_at", "name_to_handle_at", "lookup_dcookie",
-  "uselib", "ustat", "sysfs", "_sysctl", "vm86", "vm86old", "get_kernel_syms", "query_module",
-  "fanotify_init", "vhangup",
-];
+const AF_UNIX = 1;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const AF_NETLINK = 16;
+/** The socket type without SOCK_NONBLOCK and SOCK_CLOEXEC. */
+const SOCK_TYPE_MASK = 0xf;
+const SOCK_STREAM = 1;
+const SOCK_DGRAM = 2;
+const SOCK_SEQPACKET = 5;
+
+type Arg = { index: number; value: number; valueTwo?: number; op: "SCMP_CMP_EQ" | "SCMP_CMP_MASKED_EQ" | "SCMP_CMP_NE" };
+type Rule = { names: string[]; action: "SCMP_ACT_ALLOW" | "SCMP_ACT_ERRNO"; errnoRet?: number; args?: Arg[] };
+
+/**
+ * socket() by family and type: unix sockets and netlink (getifaddrs, ip, sudo's audit) of any
+ * type; IPv4 and IPv6 as stream, datagram (ICMP datagram sockets too: ping without privileges)
+ * and SCTP-style seqpacket. Each rule is one (family, type) pair: runc ANDs the conditions of one
+ * rule and ORs rules.
+ */
+function socketRules(): Rule[] {
+  const rules: Rule[] = [AF_UNIX, AF_NETLINK].map((family) => ({ names: ["socket"], action: "SCMP_ACT_ALLOW", args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }] }));
+  for (const family of [AF_INET, AF_INET6]) {
+    for (const type of [SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET]) {
+      rules.push({
+        names: ["socket"],
+        action: "SCMP_ACT_ALLOW",
+        args: [
+          { index: 0, value: family, op: "SCMP_CMP_EQ" },
+          { index: 1, value: SOCK_TYPE_MASK, valueTwo: type, op: "SCMP_CMP_MASKED_EQ" },
+        ],
+      });
+    }
+  }
+  return rules;
+}
 
 /** The OCI `linux.seccomp` object for runc's config.json. */
 export function seccompProfile(): object {
+  const arch = process.arch === "arm64" ? "arm64" : "x64";
   return {
-    defaultAction: "SCMP_ACT_ALLOW",
+    defaultAction: "SCMP_ACT_ERRNO",
+    defaultErrnoRet: EPERM,
     // the host's own architecture and its compat ones, as Docker lists them
-    architectures: process.arch === "arm64" ? ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"] : ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+    architectures: arch === "arm64" ? ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"] : ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
     syscalls: [
-      { names: DENIED, action: "SCMP_ACT_ERRNO", errnoRet: EPERM },
+      { names: [...ALLOWED_SYSCALLS, ...ARCH_SYSCALLS[arch]], action: "SCMP_ACT_ALLOW" },
+      ...ALLOWED_PERSONALITIES.map((value): Rule => ({ names: ["personality"], action: "SCMP_ACT_ALLOW", args: [{ index: 0, value, op: "SCMP_CMP_EQ" }] })),
+      // clone without any CLONE_NEW* flag: no namespace (a nested user namespace above all)
+      { names: ["clone"], action: "SCMP_ACT_ALLOW", args: [{ index: 0, value: CLONE_NAMESPACE_FLAGS, valueTwo: 0, op: "SCMP_CMP_MASKED_EQ" }] },
       // clone3 passes its flags in memory seccomp cannot read: ENOSYS makes libc fall back to clone
       { names: ["clone3"], action: "SCMP_ACT_ERRNO", errnoRet: ENOSYS },
-      {
-        names: ["clone"],
-        action: "SCMP_ACT_ERRNO",
-        errnoRet: EPERM,
-        args: [{ index: 0, value: CLONE_NEWUSER, valueTwo: CLONE_NEWUSER, op: "SCMP_CMP_MASKED_EQ" }],
-      },
-    ],
+      ...socketRules(),
+    ] satisfies Rule[],
   };
 }

@@ -1,6 +1,5 @@
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { MIN_DISK_MB } from "./disk.js";
+import { statInRootFollowing } from "./in-root.js";
 import type { SandboxSpec } from "./runtime.js";
 
 /** A sandbox ID the runtime accepts (a hostname label; also names its directory and cgroup). */
@@ -14,5 +13,6 @@ export function checkSpec(spec: SandboxSpec): void {
   if (!(spec.cpuCount > 0 && spec.cpuCount <= 256)) throw new Error(`cpuCount ${spec.cpuCount} must be in (0, 256]`);
   if (!(Number.isInteger(spec.memoryMB) && spec.memoryMB >= 64)) throw new Error(`memoryMB ${spec.memoryMB} must be an integer ≥ 64`);
   if (!(Number.isInteger(spec.diskSizeMB) && spec.diskSizeMB >= MIN_DISK_MB && spec.diskSizeMB <= 16 * 2 ** 20)) throw new Error(`diskSizeMB ${spec.diskSizeMB} must be an integer from ${MIN_DISK_MB} to ${16 * 2 ** 20}`);
-  if (!existsSync(join(spec.rootfs, "bin", "sh"))) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
+  // resolved as the sandbox will see it: a link in the template never leads the host out of it
+  if (!statInRootFollowing(spec.rootfs, "bin/sh")?.isFile()) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
 }

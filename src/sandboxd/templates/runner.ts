@@ -3,6 +3,7 @@ import { lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execTool } from "../runtime/exec.js";
 import { ENVD_MOUNT, ociConfig } from "../runtime/oci-config.js";
+import { withOomFloor } from "../runtime/oom.js";
 
 /** One command to run in a build sandbox over a mounted layer stack. */
 export interface BuildCommand {
@@ -69,7 +70,9 @@ export async function runInBuild(c: BuildCommand): Promise<number | null> {
     ...(c.binds ?? []).map((b) => ({ destination: b.destination, type: "bind", source: b.source, options: ["rbind", "ro", "nosuid", "nodev"] })),
   ];
   writeFileSync(join(c.bundleDir, "config.json"), JSON.stringify(base));
-  const child = spawn("runc", ["--root", c.runcRoot, "run", "--bundle", c.bundleDir, c.id], { stdio: ["ignore", "pipe", "pipe"] });
+  // behind the sandboxes' OOM floor: the build's processes must not inherit sandboxd's own
+  const argv = withOomFloor(["runc", "--root", c.runcRoot, "run", "--bundle", c.bundleDir, c.id]);
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
   const kill = () => void execTool("runc", ["--root", c.runcRoot, "kill", c.id, "KILL"]).then(() => child.kill("SIGKILL"));
   const timer = setTimeout(() => {
     c.onLine(`killed after ${Math.round(c.timeoutMs / 1000)} s`);
