@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { BuildLogEntry } from "../store/builds.js";
 import type { HeldFiles } from "./files.js";
@@ -69,7 +69,10 @@ function copyScript(src: string, dest: string, owner: string, mode: string): str
  */
 function userInStack(stack: string[], user: string): boolean {
   for (let i = stack.length - 1; i >= 0; i--) {
-    if (existsSync(join(stack[i], "etc", "passwd"))) return lookupUser(stack[i], user) !== undefined;
+    // lstat only: a layer's etc may be a link the template made (to anywhere on the host)
+    if (lstatSync(join(stack[i], "etc"), { throwIfNoEntry: false })?.isDirectory() && lstatSync(join(stack[i], "etc", "passwd"), { throwIfNoEntry: false })) {
+      return lookupUser(stack[i], user) !== undefined;
+    }
   }
   return false;
 }
@@ -165,7 +168,7 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
         script = copyScript(s.args[0], s.args[1].startsWith("/") ? s.args[1] : join(workdir, s.args[1]) + (s.args[1].endsWith("/") ? "/" : ""), s.args[2] || user, s.args[3] ?? "");
         binds = [{ source: held.dir, destination: COPY_MOUNT }];
       }
-      const bash = existsSync(join(stack[0], "bin", "bash")) ? "/bin/bash" : "/bin/sh";
+      const bash = resolveInRoot(stack[0], "/bin/bash")?.isFile() ? "/bin/bash" : "/bin/sh";
       try {
         stack.push(
           await ctx.cache.make(key, stack, async (mnt) => {

@@ -235,7 +235,8 @@ export class TemplateFiles {
         try {
           const r = await safeExtract(s.tar, tmp, limits);
           shiftOwnership(tmp, MAPPED_ROOT);
-          renameSync(tmp, s.dir);
+          if (existsSync(s.dir)) removeExtracted(tmp); // another build unpacked the same upload meanwhile
+          else renameSync(tmp, s.dir);
           this.sizes.set(s.dir, r.bytes);
         } catch (err) {
           removeExtracted(tmp);
