@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { api } from "./helpers/api-client.js";
-import { gzipBomb, rawTar, teamKey, upload, put, type RawEntry } from "./helpers/hostile-tar.js";
+import { gzipBomb, rawTar, spreadBomb, teamKey, upload, put, type RawEntry } from "./helpers/hostile-tar.js";
 import { ROOT, NODE, sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
 import { waitForBuild } from "./helpers/templates.js";
@@ -113,18 +113,27 @@ describe("hostile templates and uploads: no team reaches another's files or laye
     assert.notEqual(tars("mallory")[0], tars("default")[0]);
   });
 
-  test("a gzip bomb (a few KiB declaring more than the cap) fails its build with the reason and leaves nothing", async () => {
+  test("gzip bombs (a few KiB declaring more than the cap; many files adding up past it) fail their builds with the reason and leave nothing", async () => {
+    const t = await holder("bomb-holder");
+    const before = bytesBelow(join(dataDir, "templates", "files"));
+    const spread = spreadBomb(24, MiB);
+    assert.ok(spread.length < 512 * 1024, `spread bomb is ${spread.length} bytes`);
+    assert.equal((await upload(s!, ca, s!.apiKey, t, "spread", spread)).status, 200);
+    const r2 = await build("spread", { steps: [{ type: "COPY", args: [".", "/tmp/spread/"], filesHash: "spread" }] });
+    assert.equal(r2.last.status, "error");
+    assert.match(r2.last.reason!.message, /COPY \.: the uploaded files were refused: the files unpack to more than 8388608 bytes/);
+    assert.deepEqual(walk(filesOf("default")).filter((n) => n.startsWith("spread.") && !n.endsWith(".tar")), []);
     const bomb = gzipBomb(64 * MiB);
     assert.ok(bomb.length < 100 * 1024, `bomb is ${bomb.length} bytes`);
-    const t = await holder("bomb-holder");
     assert.equal((await upload(s!, ca, s!.apiKey, t, "bomb", bomb)).status, 200);
-    const before = bytesBelow(join(dataDir, "templates", "files"));
     const r = await build("bomb", { steps: [{ type: "COPY", args: ["zeros.bin", "/tmp/"], filesHash: "bomb" }] });
     assert.equal(r.last.status, "error");
     assert.equal(r.last.reason?.step, "1");
     assert.match(r.last.reason!.message, /COPY zeros\.bin: the uploaded files were refused: the files unpack to more than 8388608 bytes/);
     assert.deepEqual(walk(filesOf("default")).filter((n) => n.startsWith("bomb.") && !n.endsWith(".tar")), []);
     assert.ok(bytesBelow(join(dataDir, "templates", "files")) - before < MiB, "the data dir did not grow by the bomb");
+
+    assert.ok(bytesBelow(join(dataDir, "templates", "files")) - before < 2 * MiB, "the data dir did not grow by the bombs");
   });
 
   test("archives with '..', absolute paths, devices, FIFOs, out-of-tree hard links, writes through their own symlinks, too deep or too many entries: refused, nothing written", async () => {
@@ -196,6 +205,23 @@ describe("hostile templates and uploads: no team reaches another's files or laye
       await sbx.kill();
       console.log(JSON.stringify({ out: r.stdout }));`);
     assert.equal(got.out, "planted\nplanted\nrun\n");
+  });
+
+  test("a step's working directory is resolved inside the build's root: a link to a path only the host has is not the host's", async () => {
+    mkdirSync(join(hostDir, "only-on-host"));
+    try {
+      const r = await build("workdir-probe", {
+        steps: [
+          { type: "WORKDIR", args: ["/probe"] },
+          { type: "RUN", args: [`cd / && rmdir /probe && ln -s ${hostDir}/only-on-host /probe`, "root"] },
+          { type: "RUN", args: ["pwd > /tmp/probe-cwd", "root"] },
+        ],
+      });
+      // the link dangles in the sandbox, so the step runs in /, whatever the host has at that path
+      assert.equal(r.last.status, "ready", JSON.stringify(r.last.reason));
+    } finally {
+      rmSync(join(hostDir, "only-on-host"), { recursive: true, force: true });
+    }
   });
 
   test("per-team storage: the oldest unused uploads are evicted past the count; an upload larger than the team's quota is refused with the reason as its status text", async () => {

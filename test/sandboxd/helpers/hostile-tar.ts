@@ -37,6 +37,16 @@ export function gzipBomb(bytes: number): Buffer {
   return gzipSync(rawTar([{ path: "zeros.bin", body: Buffer.alloc(bytes) }]), { level: 9 });
 }
 
+/**
+ * A bomb under a 1000-fold inflation check: `count` files of `each` bytes, zeros with a random
+ * byte every KiB (about 100-fold compressed), each file within any per-file check.
+ */
+export function spreadBomb(count: number, each: number): Buffer {
+  const body = Buffer.alloc(each);
+  for (let i = 0; i < each; i += 1024) body[i] = 1 + Math.floor(Math.random() * 255);
+  return gzipSync(rawTar(Array.from({ length: count }, (_, i) => ({ path: `part${i}.bin`, body }))), { level: 9 });
+}
+
 /** A PUT of `body` to an upload URL: the status and the status text (what the SDK reports). */
 export function put(s: Sandboxd, ca: Buffer, url: string, body: Buffer, declared = body.length): Promise<{ status: number; text: string }> {
   const u = new URL(url);
