@@ -286,6 +286,11 @@ describe("hostile templates and uploads: no team reaches another's files or laye
       assert.equal(a.status, 400, JSON.stringify(body));
       assert.match(a.json.message, msg);
     }
+    const v2 = await patch({ public: true });
+    assert.equal(v2.status, 200, v2.body);
+    assert.deepEqual(v2.json, { names: ["default/pub"] });
+    assert.equal((await api(s!, ca, "GET", "/templates")).json.find((x: { templateID: string }) => x.templateID === r.templateID).public, true);
+    assert.deepEqual((await patch({ public: false })).json, { names: ["default/pub"] });
     assert.equal((await patch({ public: true }, mallory)).status, 404);
     assert.equal((await patch({ public: true }, s!.apiKey, "no-such-template")).status, 404);
     assert.equal((await api(s!, ca, "GET", "/templates")).json.find((x: { templateID: string }) => x.templateID === r.templateID).public, false);
