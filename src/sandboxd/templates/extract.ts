@@ -94,7 +94,7 @@ export async function safeExtract(file: string, out: string, limits: ExtractLimi
       if (entry.type === "Directory") {
         clear(p, true);
         if (!lstatSync(p, { throwIfNoEntry: false })) mkdirSync(p, { mode: 0o755 });
-        chmodSync(p, mode | 0o700); // lstat above: a real directory of ours
+        chmodSync(p, mode); // lstat above: a real directory of ours (root writes into it whatever its mode)
         entry.resume();
       } else if (FILE_TYPES.has(entry.type)) {
         bytes += entry.size;
