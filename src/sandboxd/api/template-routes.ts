@@ -1,5 +1,6 @@
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import type { Route, RouteContext } from "./routes.js";
+import { ApiError } from "../sandboxes/errors.js";
 import { invalid } from "./validate.js";
 
 const SEG = "([^/]+)";
@@ -79,11 +80,23 @@ export const TEMPLATE_ROUTES: Route[] = [
     param: "raw",
     public: true,
     async handle(c) {
-      await c.templates.upload(c.req, c.params[1], c.query.get("token") ?? "");
+      try {
+        await c.templates.upload(c.req, c.params[1], c.query.get("token") ?? "");
+      } catch (err) {
+        // the SDK reports a failed upload by its status text alone: make that the reason
+        if (err instanceof ApiError && c.req.httpVersionMajor === 1 && "statusMessage" in c.res) c.res.statusMessage = err.message.replace(/[^\x20-\x7e]/g, "?").slice(0, 200);
+        throw err;
+      }
       sendJson(c.res, 200, {});
     },
   },
   { method: "GET", path: new RegExp(`^/templates/${SEG}$`), param: "raw", handle: (c) => sendJson(c.res, 200, c.templates.get(c.teamID, templateParam(c.params[0]))) },
+  {
+    method: "PATCH",
+    path: new RegExp(`^/v2/templates/${SEG}$`),
+    param: "raw",
+    handle: async (c) => sendJson(c.res, 200, c.templates.update(c.teamID, templateParam(c.params[0]), await readJson(c.req))),
+  },
   { method: "GET", path: new RegExp(`^/templates/${SEG}/tags$`), param: "raw", handle: (c) => sendJson(c.res, 200, c.templates.tags(c.teamID, templateParam(c.params[0]))) },
   {
     method: "DELETE",

@@ -13,8 +13,8 @@ export function versionAtLeast(v: string, min: string): boolean {
 
 /**
  * The template a create names: an ID or alias, optionally "namespace/" before and ":tag" after,
- * lower-cased; unknown → 404, another team's → 403 (except the default team's `base`, which every
- * team may use, as E2B's public base template), no ready build → 400. A tag gives the build it
+ * lower-cased; unknown → 404, another team's → 403 (except a published one and the default
+ * team's `base`, which every team may use, as E2B's public base template), no ready build → 400. A tag gives the build it
  * points at (its rootfs, user, commands) in place of the template's current one.
  */
 export function resolveTemplate(store: Store, teamID: string, ref: string): Template {
@@ -24,7 +24,7 @@ export function resolveTemplate(store: Store, teamID: string, ref: string): Temp
   const [, base, tag] = m;
   const tpl = store.templates.get(base) ?? store.templates.byAlias(base);
   if (!tpl) throw new ApiError(404, `template '${ref}' not found`);
-  const shared = tpl.teamID === DEFAULT_TEAM_ID && tpl.alias === "base";
+  const shared = (tpl.teamID === DEFAULT_TEAM_ID && tpl.alias === "base") || tpl.public === true;
   if (tpl.teamID !== teamID && !shared) throw new ApiError(403, `you don't have access to template '${ref}'`);
   const tagged = tag ? store.builds.tags(tpl.id).find((t) => t.tag === tag) : undefined;
   if (tag && !tagged && tag !== "default") throw new ApiError(404, `tag '${tag}' does not exist for template '${base}'`);
@@ -44,6 +44,6 @@ export function resolveTemplate(store: Store, teamID: string, ref: string): Temp
 export function templateAliasBody(store: Store, teamID: string, alias: string): { templateID: string; public: boolean } {
   const tpl = store.templates.byAlias(alias.toLowerCase());
   if (!tpl) throw new ApiError(404, `template '${alias}' not found`);
-  if (tpl.teamID !== teamID) throw new ApiError(403, `you don't have access to template '${alias}'`);
-  return { templateID: tpl.id, public: false };
+  if (tpl.teamID !== teamID && tpl.public !== true) throw new ApiError(403, `you don't have access to template '${alias}'`);
+  return { templateID: tpl.id, public: tpl.public === true };
 }

@@ -60,6 +60,8 @@ const MIGRATIONS: string[] = [
    ALTER TABLE api_keys ADD COLUMN last_used TEXT;
    ALTER TABLE api_keys ADD COLUMN kind TEXT NOT NULL DEFAULT 'api_key' CHECK (kind IN ('api_key', 'access_token'));
    CREATE INDEX api_keys_team ON api_keys(team_id, kind);`,
+  // A template its team published: every team may start sandboxes from it and build on it.
+  `ALTER TABLE templates ADD COLUMN public INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /** How many schema steps there are: the `user_version` of an up-to-date store. */

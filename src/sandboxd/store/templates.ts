@@ -22,6 +22,8 @@ export interface Template {
   readyCmd?: string | null;
   /** Environment variables the template's steps set (ENV), given to every sandbox's envd. */
   envs?: Record<string, string>;
+  /** Published by its team: every team may start sandboxes from it. */
+  public?: boolean;
 }
 
 /** What a finished build makes current on its template. */
@@ -43,6 +45,8 @@ export interface Templates {
   spawned(id: string, at: string): void;
   /** Makes a finished build the template's current one. */
   setBuild(id: string, b: TemplateBuildResult): void;
+  /** Publishes (true) or unpublishes the template. */
+  setPublic(id: string, pub: boolean): void;
   /** Removes the template row (its builds, logs and tags are removed by their tables). */
   delete(id: string): void;
 }
@@ -66,6 +70,7 @@ interface Row {
   start_cmd: string | null;
   ready_cmd: string | null;
   envs: string | null;
+  public: number | null;
 }
 
 function fromRow(r: Row): Template {
@@ -73,7 +78,7 @@ function fromRow(r: Row): Template {
     id: r.id, alias: r.alias, teamID: r.team_id, cpuCount: Number(r.cpu_count), memoryMB: Number(r.memory_mb), diskSizeMB: Number(r.disk_mb),
     envdVersion: r.envd_version, defaultUser: r.default_user, defaultWorkdir: r.default_workdir, rootfs: r.rootfs, buildID: r.build_id,
     createdAt: r.created_at, updatedAt: r.updated_at, spawnCount: Number(r.spawn_count), lastSpawnedAt: r.last_spawned_at,
-    startCmd: r.start_cmd, readyCmd: r.ready_cmd, envs: r.envs ? (JSON.parse(r.envs) as Record<string, string>) : {},
+    startCmd: r.start_cmd, readyCmd: r.ready_cmd, envs: r.envs ? (JSON.parse(r.envs) as Record<string, string>) : {}, public: Number(r.public ?? 0) === 1,
   };
 }
 
@@ -89,6 +94,7 @@ export function templatesTable(db: DatabaseSync): Templates {
   const del = db.prepare("DELETE FROM templates WHERE id = ?");
   const updateBuild = db.prepare("UPDATE templates SET rootfs = ?, envd_version = ?, updated_at = ? WHERE id = ?");
   const spawned = db.prepare("UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE id = ?");
+  const setPublic = db.prepare("UPDATE templates SET public = ?, updated_at = ? WHERE id = ?");
   return {
     get: (id) => {
       const r = get.get(id) as Row | undefined;
@@ -106,6 +112,7 @@ export function templatesTable(db: DatabaseSync): Templates {
     spawned: (id, at) => void spawned.run(at, id),
     setBuild: (id, b) =>
       void setBuild.run(b.rootfs, b.buildID, b.envdVersion, b.defaultUser, b.defaultWorkdir, b.cpuCount, b.memoryMB, b.startCmd, b.readyCmd, JSON.stringify(b.envs), new Date().toISOString(), id),
+    setPublic: (id, pub) => void setPublic.run(pub ? 1 : 0, new Date().toISOString(), id),
     delete: (id) => void del.run(id),
   };
 }

@@ -7,14 +7,14 @@ const LOCAL_IMAGES = [/^(docker\.io\/)?e2bdev\/base(:[\w.-]+)?$/, /^(docker\.io\
 
 /**
  * The rootfs a build starts from: `fromTemplate` → that template's current rootfs (the team's
- * own, ready); `fromImage` → the base rootfs for e2bdev/base and debian:bookworm*, else a build
+ * own or a published one, ready); `fromImage` → the base rootfs for e2bdev/base and debian:bookworm*, else a build
  * error (sandboxd pulls no images); neither → the base rootfs (the SDK's default is e2bdev/base).
  */
 export function resolveBase(store: Store, teamID: string, spec: BuildSpec, baseRootfs: string): string {
   if (spec.fromTemplate) {
     const ref = spec.fromTemplate.toLowerCase().replace(/^.*\//, "").replace(/:default$/, "");
     const t = store.templates.get(ref) ?? store.templates.byAlias(ref);
-    if (!t || t.teamID !== teamID) throw new BuildFailure(`base template '${spec.fromTemplate}' not found`, "base");
+    if (!t || (t.teamID !== teamID && t.public !== true)) throw new BuildFailure(`base template '${spec.fromTemplate}' not found`, "base");
     if (!t.rootfs) throw new BuildFailure(`base template '${spec.fromTemplate}' has no ready build`, "base");
     return t.rootfs;
   }

@@ -7,6 +7,7 @@ import { removeCgroup } from "../runtime/cgroups.js";
 import type { Build, BuildLogEntry } from "../store/builds.js";
 import type { Store } from "../store/store.js";
 import { BuildFailure, executeBuild, type ExecutorContext } from "./executor.js";
+import type { TemplateFiles } from "./files.js";
 import { removeTree } from "./layers.js";
 import { DEFAULT_TAG } from "./names.js";
 import type { BuildSpec } from "./steps.js";
@@ -23,8 +24,8 @@ const REASON_TAIL = 20;
 export interface BuildRunnerOptions {
   store: Store;
   log: Logger;
-  executor: Omit<ExecutorContext, "log" | "filesDir" | "baseOf">;
-  filesDir(teamID: string, hash: string): Promise<string | undefined>;
+  executor: Omit<ExecutorContext, "log" | "scope" | "filesDigest" | "holdFiles" | "baseOf">;
+  files: Pick<TemplateFiles, "digest" | "hold">;
   baseOf(teamID: string, spec: BuildSpec): string;
   envdVersion: string;
 }
@@ -87,7 +88,10 @@ export class BuildRunner {
       set({ status: "building" });
       say({ level: "info", message: `Building template ${build.templateID}, build ${build.id}`, step: "base" });
       const out = await executeBuild(
-        { ...this.o.executor, log: say, filesDir: (h) => this.o.filesDir(teamID, h), baseOf: (s) => this.o.baseOf(teamID, s) },
+        {
+          ...this.o.executor, log: say, scope: teamID, filesDigest: (h) => this.o.files.digest(teamID, h),
+          holdFiles: (h, d) => this.o.files.hold(teamID, h, d), baseOf: (s) => this.o.baseOf(teamID, s),
+        },
         build.id, spec, build.memoryMB, signal,
       );
       const tags = [...new Set([DEFAULT_TAG, ...((store.builds.get(build.id)?.spec as StoredSpec | null)?.tags ?? [])])];
@@ -115,9 +119,9 @@ export class BuildRunner {
 
   /**
    * Start-up: builds a stopped sandboxd left waiting or building fail (their reason says so),
-   * and what their build sandboxes left (containers, mounts, half-made layers) is removed.
+   * and what their build sandboxes left (containers, mounts, half-made layers and uploads) is removed.
    */
-  async recover(templatesDir: string, sweepLayers: () => Promise<void>): Promise<void> {
+  async recover(templatesDir: string, sweep: () => Promise<void>): Promise<void> {
     const { store, executor } = this.o;
     for (const b of store.builds.unfinished()) {
       if (b.status === "waiting" && b.spec && !(b.spec as StoredSpec).steps) continue; // still waiting for its steps
@@ -131,7 +135,7 @@ export class BuildRunner {
     for (const name of existsSync(executor.rootfsDir) ? readdirSync(executor.rootfsDir) : []) {
       if (name.includes(".tmp-")) await removeTree(join(executor.rootfsDir, name)).catch(() => undefined);
     }
-    await sweepLayers();
+    await sweep();
     removeCgroup(`/${executor.cgroupParent}`);
   }
 

@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { BuildLogEntry } from "../store/builds.js";
+import type { HeldFiles } from "./files.js";
+import { resolveInRoot } from "./in-root.js";
 import { chainKey, flatten, type LayerCache } from "./layers.js";
 import { lookupUser, runInBuild } from "./runner.js";
 import type { BuildSpec, Step } from "./steps.js";
@@ -23,8 +25,12 @@ export interface ExecutorContext {
   runcRoot: string;
   tiniPath: string;
   cgroupParent: string;
-  /** The uploaded files of a COPY's files hash, unpacked, or undefined when they were never uploaded. */
-  filesDir(filesHash: string): Promise<string | undefined>;
+  /** Who the build is for: part of every layer key, so no team is ever served (or learns of) another's layers. */
+  scope: string;
+  /** The SHA-256 of the stored upload of a COPY's files hash, or undefined when it was never uploaded. */
+  filesDigest(filesHash: string): string | undefined;
+  /** The unpacked files of that upload, held until released (undefined when gone). */
+  holdFiles(filesHash: string, digest: string): Promise<HeldFiles | undefined>;
   /** The rootfs a fromImage or fromTemplate names (throws a BuildFailure when none). */
   baseOf(spec: BuildSpec): string;
   log(e: Omit<BuildLogEntry, "timestamp">): void;
@@ -63,7 +69,10 @@ function copyScript(src: string, dest: string, owner: string, mode: string): str
  */
 function userInStack(stack: string[], user: string): boolean {
   for (let i = stack.length - 1; i >= 0; i--) {
-    if (existsSync(join(stack[i], "etc", "passwd"))) return lookupUser(stack[i], user) !== undefined;
+    // lstat only: a layer's etc may be a link the template made (to anywhere on the host)
+    if (lstatSync(join(stack[i], "etc"), { throwIfNoEntry: false })?.isDirectory() && lstatSync(join(stack[i], "etc", "passwd"), { throwIfNoEntry: false })) {
+      return lookupUser(stack[i], user) !== undefined;
+    }
   }
   return false;
 }
@@ -77,7 +86,7 @@ function userInStack(stack: string[], user: string): boolean {
 export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: BuildSpec, memoryMB: number, signal: AbortSignal): Promise<BuildOutcome> {
   const base = ctx.baseOf(spec);
   const stack = [base];
-  let key = chainKey("base", base);
+  let key = chainKey("base", { scope: ctx.scope, base });
   let user = spec.initialUser;
   let workdir = spec.initialWorkdir;
   const envs: Record<string, string> = {};
@@ -94,7 +103,7 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
     try {
       code = await runInBuild({
         id, bundleDir, rootfs: mnt, runcRoot: ctx.runcRoot, tiniPath: ctx.tiniPath, cgroupParent: ctx.cgroupParent, memoryMB,
-        argv, user: as, env: envs, cwd: existsSync(join(mnt, workdir)) ? workdir : "/", binds, timeoutMs: ctx.stepTimeoutMs, signal,
+        argv, user: as, env: envs, cwd: resolveInRoot(mnt, workdir)?.isDirectory() ? workdir : "/", binds, timeoutMs: ctx.stepTimeoutMs, signal,
         onLine: (line) => ctx.log({ level: "info", message: line, step }),
       });
     } catch (err) {
@@ -112,7 +121,17 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
     const step = String(i + 1);
     const what = `[${i + 1}/${n}] ${s.type} ${s.args.filter(Boolean).join(" ")}`.slice(0, 300);
     forced ||= !!s.force;
-    key = chainKey(key, { type: s.type, args: s.args, filesHash: s.filesHash ?? null, user, workdir, envs, ...(forced ? { forced: buildID } : {}) });
+    // a COPY's layer is of the bytes stored, not of the hash the client named
+    const digest = s.type === "COPY" && s.filesHash ? ctx.filesDigest(s.filesHash) : undefined;
+    if (s.type === "COPY" && !digest) {
+      throw new BuildFailure(
+        s.filesHash
+          ? `step ${step} failed: COPY ${s.args[0]}: its files (hash ${s.filesHash}) were never uploaded, or were evicted to keep the team's storage quota; build again to upload them`
+          : `step ${step} failed: COPY ${s.args[0]}: the Dockerfile API has no build context; build with the SDK's Template().fromDockerfile() to copy files`,
+        step,
+      );
+    }
+    key = chainKey(key, { type: s.type, args: s.args, filesHash: s.filesHash ?? null, digest: digest ?? null, user, workdir, envs, ...(forced ? { forced: buildID } : {}) });
     if (s.type === "ENV") {
       for (let j = 0; j < s.args.length; j += 2) envs[s.args[j]] = s.args[j + 1];
       ctx.log({ level: "info", message: what, step });
@@ -130,6 +149,7 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
       let script: string;
       let as = "root";
       let binds: { source: string; destination: string }[] | undefined;
+      let held: HeldFiles | undefined;
       if (s.type === "RUN") {
         script = s.args[0];
         as = s.args[1] || user;
@@ -139,38 +159,36 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
         const dir = s.args[0].startsWith("/") ? s.args[0] : join(workdir, s.args[0]);
         script = `[ -d ${shq(dir)} ] || { mkdir -p ${shq(dir)} && chown ${shq(user)} ${shq(dir)}; }`;
       } else {
-        let files: string | undefined;
         try {
-          files = s.filesHash ? await ctx.filesDir(s.filesHash) : undefined;
+          held = await ctx.holdFiles(s.filesHash!, digest!);
         } catch (err) {
           throw new BuildFailure(`step ${step} failed: COPY ${s.args[0]}: ${(err as Error).message}`, step);
         }
-        if (!files) {
-          throw new BuildFailure(
-            s.filesHash ? `step ${step} failed: COPY ${s.args[0]}: its files (hash ${s.filesHash}) were never uploaded` : `step ${step} failed: COPY ${s.args[0]}: the Dockerfile API has no build context; build with the SDK's Template().fromDockerfile() to copy files`,
-            step,
-          );
-        }
+        if (!held) throw new BuildFailure(`step ${step} failed: COPY ${s.args[0]}: its files (hash ${s.filesHash}) were evicted meanwhile; build again`, step);
         script = copyScript(s.args[0], s.args[1].startsWith("/") ? s.args[1] : join(workdir, s.args[1]) + (s.args[1].endsWith("/") ? "/" : ""), s.args[2] || user, s.args[3] ?? "");
-        binds = [{ source: files, destination: COPY_MOUNT }];
+        binds = [{ source: held.dir, destination: COPY_MOUNT }];
       }
-      const bash = existsSync(join(stack[0], "bin", "bash")) ? "/bin/bash" : "/bin/sh";
-      stack.push(
-        await ctx.cache.make(key, stack, async (mnt) => {
-          try {
-            await run(step, mnt, [bash, "-c", script], as, binds);
-          } finally {
-            // the mount point runc made for the files is not part of the layer
-            if (binds) {
-              try {
-                rmdirSync(join(mnt, COPY_MOUNT));
-              } catch {
-                // not made (the step failed before runc mounted it)
+      const bash = resolveInRoot(stack[0], "/bin/bash")?.isFile() ? "/bin/bash" : "/bin/sh";
+      try {
+        stack.push(
+          await ctx.cache.make(key, stack, async (mnt) => {
+            try {
+              await run(step, mnt, [bash, "-c", script], as, binds);
+            } finally {
+              // the mount point runc made for the files is not part of the layer (rmdir never follows a link)
+              if (binds) {
+                try {
+                  rmdirSync(join(mnt, COPY_MOUNT));
+                } catch {
+                  // not made (the step failed before runc mounted it)
+                }
               }
             }
-          }
-        }),
-      );
+          }),
+        );
+      } finally {
+        held?.release();
+      }
     }
     if (s.type === "USER") user = s.args[0];
     if (s.type === "WORKDIR") workdir = s.args[0].startsWith("/") ? s.args[0] : join(workdir, s.args[0]);

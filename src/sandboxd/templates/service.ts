@@ -16,7 +16,8 @@ import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
 import { parseBuildStart, type BuildSpec } from "./steps.js";
 import { resources } from "./resources.js";
-import { legacyView, logLine, logView, templateView, templateWithBuildsView } from "./views.js";
+import { uploadLimits, type UploadLimits } from "./limits.js";
+import { legacyView, logLine, logView, namesOf, templateView, templateWithBuildsView } from "./views.js";
 
 type Body = Record<string, unknown>;
 
@@ -32,6 +33,8 @@ export interface TemplateServiceOptions {
   /** How many live sandboxes run from a template (a template in use cannot be deleted). */
   liveSandboxes(templateID: string): number;
   stepTimeoutMs?: number;
+  /** Bounds of COPY uploads and their unpacking (default: from the environment, see limits.ts). */
+  uploadLimits?: UploadLimits;
 }
 
 /** Template operations of the control API, for a team. */
@@ -53,14 +56,14 @@ export function createTemplateService(o: TemplateServiceOptions) {
   const { store, log } = o;
   const dir = join(o.dataDir, "templates");
   const cache = new LayerCache(dir);
-  const files = new TemplateFiles(join(dir, "files"), () => installSecret(store));
+  const files = new TemplateFiles(join(dir, "files"), () => installSecret(store), o.uploadLimits ?? uploadLimits(process.env));
   const runner = new BuildRunner({
     store, log, envdVersion: o.envdVersion,
     executor: {
       cache, buildsDir: join(dir, "builds"), rootfsDir: join(dir, "rootfs"), runcRoot: join(o.dataDir, "runc-build"), tiniPath: o.tiniPath ?? "/usr/bin/tini-static",
       cgroupParent: buildCgroupParent(o.dataDir), stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
     },
-    filesDir: (teamID, hash) => files.unpacked(teamID, hash),
+    files,
     baseOf: (teamID, spec) => resolveBase(store, teamID, spec, o.baseRootfs),
   });
 
@@ -148,7 +151,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
       const { name, tag } = parseName(raw);
       const tags = checkTags([...(tag ? [tag] : []), ...(optStringList(b, "tags", "tags") ?? [])]);
       const { t, b: build } = request(teamID, name, resources(b), { tags });
-      return { templateID: t.id, buildID: build.id, public: false, names: [name], tags, aliases: [name] };
+      return { templateID: t.id, buildID: build.id, public: t.public === true, names: [name], tags, aliases: [name] };
     },
 
     /** POST /v2/templates/{id}/builds/{buildID}: the steps; the build runs in the background. */
@@ -196,6 +199,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
       owned(teamID, templateID);
       if (!/^[A-Za-z0-9_-]{1,128}$/.test(hash)) throw invalid("the files hash must be 1-128 of [A-Za-z0-9_-]");
       if (files.has(teamID, hash)) return { present: true };
+      files.checkRoom(teamID);
       return { present: false, url: `https://${host}/templates/${templateID}/files/${hash}?token=${encodeURIComponent(files.uploadToken(teamID, hash))}` };
     },
 
@@ -218,6 +222,25 @@ export function createTemplateService(o: TemplateServiceOptions) {
         store.templates.delete(t.id);
       });
       for (const b of builds) await removeTree(join(dir, "builds", b.id)).catch((err: Error) => log.warn({ buildID: b.id, err: err.message }, "removing a build's files failed"));
+    },
+
+    /**
+     * PATCH /v2/templates/{id} (`TemplateUpdateRequest`): publishes or unpublishes the team's
+     * template (a public one serves every team's creates and builds). Another team's template is
+     * 404, as an unknown one: the update must not tell a template exists.
+     */
+    update(teamID: string, ref: string, body: unknown): Body {
+      const b = objectBody(body, true);
+      const unknown = Object.keys(b).filter((k) => k !== "public");
+      if (unknown.length > 0) throw invalid(`unsupported field(s) ${unknown.map((k) => JSON.stringify(k)).join(", ")}: only "public" can be updated`);
+      if (b.public !== undefined && typeof b.public !== "boolean") throw invalid(`field "public" must be a boolean, got ${JSON.stringify(b.public)?.slice(0, 40) ?? typeof b.public}`);
+      const t = store.templates.get(ref) ?? store.templates.byAlias(ref.toLowerCase());
+      if (!t || t.teamID !== teamID) throw new ApiError(404, `Template '${ref}' not found`);
+      if (typeof b.public === "boolean" && b.public !== (t.public === true)) {
+        if (store.builds.count(t.id) === 0 && t.rootfs) throw invalid(`template '${t.alias ?? t.id}' is built in; its visibility cannot change`);
+        store.templates.setPublic(t.id, b.public);
+      }
+      return { names: namesOf(store, t) };
     },
 
     /** GET /templates/{id}/tags. */
@@ -248,7 +271,11 @@ export function createTemplateService(o: TemplateServiceOptions) {
       for (const x of tags) if (!store.builds.deleteTag(t.id, x)) throw new ApiError(404, `tag '${x}' does not exist for template '${name}'`);
     },
 
-    recover: () => runner.recover(dir, () => cache.sweep()),
+    recover: () =>
+      runner.recover(dir, async () => {
+        await cache.sweep();
+        files.sweep();
+      }),
     close: () => runner.close(),
   };
 }

@@ -29,7 +29,7 @@ export function templateView(store: Store, t: Template): Body {
     cpuCount: t.cpuCount,
     memoryMB: t.memoryMB,
     diskSizeMB: t.diskSizeMB,
-    public: false,
+    public: t.public === true,
     aliases: t.alias ? [t.alias] : [],
     names: namesOf(store, t),
     createdAt: t.createdAt,
