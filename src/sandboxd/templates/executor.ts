@@ -3,7 +3,7 @@ import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { BuildLogEntry } from "../store/builds.js";
 import type { HeldFiles } from "./files.js";
-import { resolveInRoot } from "./in-root.js";
+import { statInRootFollowing } from "../runtime/in-root.js";
 import { chainKey, flatten, type LayerCache } from "./layers.js";
 import { lookupUser, runInBuild } from "./runner.js";
 import type { BuildSpec, Step } from "./steps.js";
@@ -103,7 +103,7 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
     try {
       code = await runInBuild({
         id, bundleDir, rootfs: mnt, runcRoot: ctx.runcRoot, tiniPath: ctx.tiniPath, cgroupParent: ctx.cgroupParent, memoryMB,
-        argv, user: as, env: envs, cwd: resolveInRoot(mnt, workdir)?.isDirectory() ? workdir : "/", binds, timeoutMs: ctx.stepTimeoutMs, signal,
+        argv, user: as, env: envs, cwd: statInRootFollowing(mnt, workdir)?.isDirectory() ? workdir : "/", binds, timeoutMs: ctx.stepTimeoutMs, signal,
         onLine: (line) => ctx.log({ level: "info", message: line, step }),
       });
     } catch (err) {
@@ -168,7 +168,7 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
         script = copyScript(s.args[0], s.args[1].startsWith("/") ? s.args[1] : join(workdir, s.args[1]) + (s.args[1].endsWith("/") ? "/" : ""), s.args[2] || user, s.args[3] ?? "");
         binds = [{ source: held.dir, destination: COPY_MOUNT }];
       }
-      const bash = resolveInRoot(stack[0], "/bin/bash")?.isFile() ? "/bin/bash" : "/bin/sh";
+      const bash = statInRootFollowing(stack[0], "/bin/bash")?.isFile() ? "/bin/bash" : "/bin/sh";
       try {
         stack.push(
           await ctx.cache.make(key, stack, async (mnt) => {

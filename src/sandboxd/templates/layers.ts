@@ -101,7 +101,7 @@ export async function flatten(stack: string[], out: string): Promise<string> {
   const mnt = join(tmp, "mnt");
   mkdirSync(mnt, { recursive: true, mode: 0o755 });
   try {
-    await mustExec("mount", ["-t", "overlay", "overlay", "-o", `ro,lowerdir=${lowerdir(stack)}`, mnt]);
+    await mustExec("mount", ["-t", "overlay", "overlay", "-o", `ro,nosuid,nodev,lowerdir=${lowerdir(stack)}`, mnt]);
     try {
       const r = await execTool("rsync", ["-aHAX", "--numeric-ids", `--link-dest=${stack[0]}/`, `${mnt}/`, join(tmp, "rootfs") + "/"], { timeoutMs: 30 * 60_000 });
       if (r.code !== 0) throw new Error(`rsync failed (exit ${r.code}): ${r.stderr.trim().slice(-1000)}`);

@@ -1,8 +1,9 @@
 import { spawn } from "node:child_process";
-import { lstatSync, readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execTool } from "../runtime/exec.js";
 import { ENVD_MOUNT, ociConfig } from "../runtime/oci-config.js";
+import { readFileInRoot } from "../runtime/in-root.js";
 import { withOomFloor } from "../runtime/oom.js";
 
 /** One command to run in a build sandbox over a mounted layer stack. */
@@ -30,14 +31,21 @@ export interface BuildCommand {
   onLine(line: string): void;
 }
 
+/** The most of a rootfs's /etc/passwd read to look a user up. */
+const MAX_PASSWD_BYTES = 4 << 20;
+
 /** A user's uid, gid and home as the rootfs's /etc/passwd says; undefined when it has no such user. */
 export function lookupUser(rootfs: string, user: string): { uid: number; gid: number; home: string } | undefined {
   const numeric = /^(\d+)(?::(\d+))?$/.exec(user);
   if (numeric) return { uid: Number(numeric[1]), gid: Number(numeric[2] ?? numeric[1]), home: "/" };
-  const file = join(rootfs, "etc", "passwd");
-  // a symlink here (or at etc) could point out of the rootfs, into the host's files
-  if (!lstatSync(join(rootfs, "etc"), { throwIfNoEntry: false })?.isDirectory() || !lstatSync(file, { throwIfNoEntry: false })?.isFile()) return undefined;
-  for (const line of readFileSync(file, "utf8").split("\n")) {
+  let passwd: string;
+  try {
+    // resolved inside the rootfs without following links: a layer's etc could point at the host's
+    passwd = readFileInRoot(rootfs, "etc/passwd", MAX_PASSWD_BYTES).toString("utf8");
+  } catch {
+    return undefined;
+  }
+  for (const line of passwd.split("\n")) {
     const f = line.split(":");
     if (f[0] === user && f.length >= 7) return { uid: Number(f[2]), gid: Number(f[3]), home: f[5] || "/" };
   }
