@@ -252,7 +252,7 @@ describe("hostile templates and uploads: no team reaches another's files or laye
     assert.deepEqual(walk(join(dataDir, "templates")).filter((n) => n.includes(".tmp-")), []);
   });
 
-  test("PATCH /v2/templates/{id}: the CLI publishes and unpublishes; a published template serves other teams; bad bodies 400, another team's 404", async () => {
+  test("PATCH /v2/templates/{id} and /templates/{id}: the CLI publishes and unpublishes; a published template serves other teams; bad bodies 400, another team's 404", async () => {
     const r = await build("pub", { steps: [{ type: "RUN", args: ["echo published > /tmp/pub"] }] });
     assert.equal(r.last.status, "ready", JSON.stringify(r.last.reason));
     const cli = (...args: string[]) =>
@@ -294,5 +294,10 @@ describe("hostile templates and uploads: no team reaches another's files or laye
     assert.equal((await patch({ public: true }, mallory)).status, 404);
     assert.equal((await patch({ public: true }, s!.apiKey, "no-such-template")).status, 404);
     assert.equal((await api(s!, ca, "GET", "/templates")).json.find((x: { templateID: string }) => x.templateID === r.templateID).public, false);
+    // v1 (deprecated) makes the same change and answers 200 without a body
+    const v1 = await api(s!, ca, "PATCH", `/templates/${r.templateID}`, { body: { public: true } });
+    assert.deepEqual([v1.status, v1.body], [200, ""]);
+    assert.equal((await api(s!, ca, "GET", "/templates")).json.find((x: { templateID: string }) => x.templateID === r.templateID).public, true);
+    assert.equal((await api(s!, ca, "PATCH", `/templates/${r.templateID}`, { body: { public: true }, key: mallory })).status, 404);
   });
 });

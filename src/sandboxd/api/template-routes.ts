@@ -97,6 +97,16 @@ export const TEMPLATE_ROUTES: Route[] = [
     param: "raw",
     handle: async (c) => sendJson(c.res, 200, c.templates.update(c.teamID, templateParam(c.params[0]), await readJson(c.req))),
   },
+  {
+    // v1 (deprecated): the same update, answered 200 with no body
+    method: "PATCH",
+    path: new RegExp(`^/templates/${SEG}$`),
+    param: "raw",
+    handle: async (c) => {
+      c.templates.update(c.teamID, templateParam(c.params[0]), await readJson(c.req));
+      c.res.writeHead(200).end();
+    },
+  },
   { method: "GET", path: new RegExp(`^/templates/${SEG}/tags$`), param: "raw", handle: (c) => sendJson(c.res, 200, c.templates.tags(c.teamID, templateParam(c.params[0]))) },
   {
     method: "DELETE",

@@ -30,8 +30,6 @@ export const UNSERVED_ROUTES: Route[] = [
   unserved("POST", `/sandboxes/(${SEG})/fork`, "Forking a sandbox"),
   unserved("POST", `/sandboxes/(${SEG})/snapshots`, "Creating a snapshot"),
   unserved("GET", `/snapshots`, "Listing snapshots"),
-  unserved("PATCH", `/templates/(${SEG})`, "Updating a template"),
-  unserved("PATCH", `/v2/templates/(${SEG})`, "Updating a template"),
   unserved("GET", `/secrets`, "Listing secrets"),
   unserved("POST", `/secrets`, "Creating a secret"),
   unserved("GET", `/secrets/(${SEG})`, "Getting a secret"),
