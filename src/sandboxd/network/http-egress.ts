@@ -8,6 +8,8 @@ const HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-auth
 
 /** The most bytes of a request head (what the TLS side allows for a ClientHello). */
 const MAX_HEAD = 16 * 1024;
+/** How long a sandbox's connection may sit without a byte either way. */
+const IDLE_MS = 120_000;
 
 /** The name of a Host header value: without a port or brackets, lower-cased, no final dot. */
 export function hostHeaderName(value: string | undefined): string | undefined {
@@ -62,7 +64,10 @@ export interface HttpEgressOptions {
  */
 export function createHttpEgress(o: HttpEgressOptions): { server: Server; take(client: Socket, src: string, policy: EgressPolicy): void; close(): void } {
   const conns = new WeakMap<Socket, Conn>();
-  const server = createServer({ maxHeaderSize: MAX_HEAD, requestTimeout: 0, headersTimeout: 10_000, keepAliveTimeout: 30_000 });
+  const server = createServer({ maxHeaderSize: MAX_HEAD, keepAliveTimeout: 30_000 });
+  // the server never listens (connections are handed to it), so its header and request timers
+  // never run: a connection idle this long is closed instead
+  server.setTimeout(IDLE_MS, (socket: Socket) => socket.destroy());
 
   const refuse = (res: ServerResponse, status: number, why: string) => {
     res.writeHead(status, { "content-type": "text/plain", connection: "close" });
@@ -133,6 +138,8 @@ export function createHttpEgress(o: HttpEgressOptions): { server: Server; take(c
       up.on("upgrade", (r, upSock: Socket, upHead: Buffer) => {
         const lines = [`HTTP/1.1 101 ${r.statusMessage ?? ""}`.trim()];
         for (let i = 0; i < r.rawHeaders.length; i += 2) lines.push(`${r.rawHeaders[i]}: ${r.rawHeaders[i + 1]}`);
+        // a switched connection may idle as long as both ends like
+        socket.setTimeout(0);
         socket.write(lines.join("\r\n") + "\r\n\r\n");
         if (upHead.length > 0) socket.write(upHead);
         if (head.length > 0) upSock.write(head);

@@ -87,6 +87,12 @@ export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {
         await rt.close?.();
       } finally {
         const left = leftovers(dataDir);
+        // the host firewall lives while the runtime does; with no sandbox left, close removes it
+        const table = `sandboxd_${createHash("sha256").update(dataDir).digest("hex").slice(0, 10)}`;
+        if (spawnSync("nft", ["list", "table", "inet", table]).status === 0) {
+          spawnSync("nft", ["delete", "table", "inet", table]);
+          left.push(`nft table inet ${table}`);
+        }
         rmSync(dataDir, { recursive: true, force: true });
         if (left.length > 0) throw new Error(`left on the host: ${left.join(", ")}`);
       }
@@ -108,8 +114,6 @@ export function leftovers(dataDir: string): string[] {
   }
   const loops = spawnSync("losetup", ["--list", "--noheadings", "--output", "NAME,BACK-FILE"], { encoding: "utf8" }).stdout;
   for (const line of loops.split("\n")) if (line.includes(` ${dataDir}/`)) out.push(`loop device ${line.trim()}`);
-  const table = `sandboxd_${createHash("sha256").update(dataDir).digest("hex").slice(0, 10)}`;
-  if (spawnSync("nft", ["list", "table", "inet", table]).status === 0) out.push(`nft table inet ${table}`);
   const slots = join(dataDir, "runtime", "sandboxes");
   for (const f of existsSync(slots) ? readdirSync(slots) : []) {
     const rec = JSON.parse(readFileSync(join(slots, f), "utf8")) as { hostVeth: string };
