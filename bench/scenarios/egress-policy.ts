@@ -8,7 +8,7 @@ import { compared, single } from "../lib/rows.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
 const ID = "11-egress-policy";
-const SANDBOX_CIDR = "10.12.222.0/24";
+const SANDBOX_CIDR = "198.19.222.0/24";
 const A1 = "198.51.100.209";
 
 /**
@@ -92,7 +92,7 @@ export const egressPolicy: Scenario = {
     const rounds = ctx.quick ? 2 : 7;
     const mib = ctx.quick ? 16 : 256;
     const net = await startFakeInternet({
-      tag: `b${process.pid % 10000}`, sandboxCidr: SANDBOX_CIDR, link: "10.12.228.0/30", nets: ["198.51.100.208/28", "203.0.113.208/28"],
+      tag: `b${process.pid % 10000}`, sandboxCidr: SANDBOX_CIDR, link: "172.31.228.0/30", nets: ["198.51.100.208/28", "203.0.113.208/28"],
       zone: { "example.com": A1 }, tlsNames: ["example.com"],
     });
     let s;

@@ -71,7 +71,7 @@ export const templateBuild: Scenario = {
   async run(ctx: BenchContext): Promise<Row[]> {
     needSandboxes(ctx);
     const rounds = ctx.quick ? 1 : 5;
-    const s = await startSandboxd({ args: ["--network-cidr", "10.12.213.0/24"] });
+    const s = await startSandboxd({ args: ["--network-cidr", "198.19.213.0/24"] });
     const ca = readFileSync(s.caFile);
     try {
       const fresh: number[] = [];

@@ -90,19 +90,26 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   const dashboard = createDashboard({ dir: resolveDashboardDir(), api: () => api });
   const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log, dashboard });
   const listener = createListener({ key: tls.key, cert: tls.cert, dispatcher, log });
+  let service: SandboxService | undefined;
+  // The host network is claimed before anything listens: another instance on an overlapping range is refused.
+  const egressInterface = config.egressInterface === "auto" ? await defaultRouteInterface() : config.egressInterface;
+  log.info({ egressInterface: egressInterface ?? "none" }, "sandbox egress");
+  const egress: EgressServices | undefined = await startEgressServices({ egressInterface, dnsUpstream: config.dnsUpstream, policyOf: (ip) => service?.egressOf(ip), log });
+  const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
+  try {
+    await runtime.start?.();
+  } catch (err) {
+    egress?.close();
+    store.close();
+    throw err;
+  }
   const port = await listener.listen(config.listenHost, config.listenPort);
   log.info({ host: config.listenHost, port, domain: config.domain, envdDir, version }, "listening");
 
-  let service: SandboxService | undefined;
-  let egress: EgressServices | undefined;
   let templates: TemplateService | undefined;
   let closing = false;
   const metrics = createMetrics({ store, log, retentionS: config.metricsRetentionDays * 86400 });
   const boot = async () => {
-    const egressInterface = config.egressInterface === "auto" ? await defaultRouteInterface() : config.egressInterface;
-    log.info({ egressInterface: egressInterface ?? "none" }, "sandbox egress");
-    egress = await startEgressServices({ egressInterface, dnsUpstream: config.dnsUpstream, policyOf: (ip) => service?.egressOf(ip), log });
-    const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
     state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
     const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log });
     if (closing) return;
@@ -148,6 +155,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       await service?.close();
       metrics.stop();
       egress?.close();
+      // a sandboxd stopped with no sandbox leaves no host firewall behind (one with sandboxes keeps it for them)
+      await runtime.close?.().catch((err: Error) => log.error({ err: err.message }, "removing the host firewall failed"));
       store.close();
     },
   };

@@ -53,7 +53,7 @@ describe("the dashboard in headless Chromium", { skip }, () => {
   let id = "";
 
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "10.12.232.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.232.0/24"] });
     ca = readFileSync(s.caFile);
     origin = `https://${s.domain}`;
     const cert = new X509Certificate(readFileSync(join(s.dataDir, "tls", "server.crt")));

@@ -24,7 +24,7 @@ describe("metrics with real sandboxes: team series, envd polling, Prometheus tex
   let id: string;
 
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "10.12.230.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.230.0/24"] });
     ca = readFileSync(s.caFile);
   });
   after(async () => {

@@ -15,15 +15,15 @@ import { startFakeInternet, type FakeInternet } from "./helpers/fake-internet.js
 import { sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk as runSdkIn } from "./helpers/sdk-run.js";
 
-const SANDBOX_CIDR = "10.12.220.0/24";
-const LINK = "10.12.229.0/30";
+const SANDBOX_CIDR = "198.19.220.0/24";
+const LINK = "172.31.229.0/30";
 /** The fake hosts: A1, A2 in 198.51.100.224/28, B1, B2 in 203.0.113.224/28 (the host itself sits on 192.0.2.0/24). */
 const NETS = ["198.51.100.224/28", "203.0.113.224/28"];
 const [A1, A2, B1, B2] = ["198.51.100.225", "198.51.100.226", "203.0.113.225", "203.0.113.226"];
 const ALL = [A1, A2, B1, B2];
 /** The test resolver's zone: names of the fake hosts, and one that points into a private range. */
 const ZONE: Record<string, string> = {
-  "example.com": A1, "www.example.com": A2, "deep.sub.example.com": A2, "other.test": B1, "evil.test": B2, "private.example.com": "10.12.229.2",
+  "example.com": A1, "www.example.com": A2, "deep.sub.example.com": A2, "other.test": B1, "evil.test": B2, "private.example.com": "172.31.229.2",
 };
 
 /** A shell function run inside sandboxes: `p TARGET` prints "TARGET=open" when an HTTP GET gets an answer, else "TARGET=closed". */
@@ -71,8 +71,8 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
   after(async () => {
     await s?.stop();
     if (first && first !== s) await first.stop();
-    // sandboxd leaves its host egress table for sandboxes that outlive it; this test removes it.
-    if (s) spawnSync("nft", ["delete", "table", "ip", `sandboxd_${createHash("sha256").update(resolve(s.dataDir)).digest("hex").slice(0, 10)}`]);
+    // a sandboxd stopped with no sandbox removes its host table; this makes sure of it whatever happened
+    if (s) spawnSync("nft", ["delete", "table", "inet", `sandboxd_${createHash("sha256").update(resolve(s.dataDir)).digest("hex").slice(0, 10)}`]);
     hostHttp?.close();
     net?.stop();
   });
@@ -82,7 +82,7 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
       assert.match(spawnSync("ip", ["route", "get", h], { encoding: "utf8" }).stdout, new RegExp(`dev ${net.iface} `), h);
       assert.equal(await (await fetch(`http://${h}/`)).text(), `hit ${h}`);
     }
-    assert.equal(await (await fetch(`http://10.12.229.2/`)).text(), "hit 10.12.229.2", "the fake side's private address answers the host");
+    assert.equal(await (await fetch(`http://172.31.229.2/`)).text(), "hit 172.31.229.2", "the fake side's private address answers the host");
   });
 
   test("no rules: all open; deny by IP and CIDR; allow by IP and CIDR beats deny-all; allow_internet_access false closes all", async () => {
@@ -117,12 +117,12 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
   });
 
   test("private, link-local and the host's own addresses stay closed whatever allowOut says", async () => {
-    const targets = ["10.12.229.2", `10.12.229.1:${hostPort}`, `10.12.220.1:${hostPort}`, `${hostAddr}:${hostPort}`, `127.0.0.1:${hostPort}`];
+    const targets = ["172.31.229.2", `172.31.229.1:${hostPort}`, `198.19.220.1:${hostPort}`, `${hostAddr}:${hostPort}`, `127.0.0.1:${hostPort}`];
     // Reachable from the host itself: the sandbox's closed is the firewall's doing.
-    assert.equal(await (await fetch(`http://10.12.229.1:${hostPort}/`)).text(), "host");
+    assert.equal(await (await fetch(`http://172.31.229.1:${hostPort}/`)).text(), "host");
     const got = await runSdk(s, `
       const sbx = await Sandbox.create({ timeoutMs: 120_000, network: {
-        allowOut: ["10.0.0.0/8", "10.12.229.2", "169.254.0.0/16", "127.0.0.1", "192.0.2.0/24", ${JSON.stringify(hostAddr)}, "0.0.0.0/1", "128.0.0.0/1"],
+        allowOut: ["10.0.0.0/8", "172.16.0.0/12", "172.31.229.2", "169.254.0.0/16", "127.0.0.1", "192.0.2.0/24", ${JSON.stringify(hostAddr)}, "0.0.0.0/1", "128.0.0.0/1"],
       } });
       const out = { probe: await probe(sbx, ${JSON.stringify(targets)}), fake: await probe(sbx, [${JSON.stringify(A1)}]) };
       await sbx.kill();
@@ -198,7 +198,7 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
       out.nftSudo = (await sbx.commands.run("sudo " + nft + " delete table inet sandboxd").catch((e) => e)).exitCode;
       out.route = await root("ip route add ${NETS[0]} dev eth0");
       out.link = await root("ip link set eth0 down");
-      out.addr = await root("ip addr add 10.12.220.9/24 dev eth0");
+      out.addr = await root("ip addr add 198.19.220.9/24 dev eth0");
       out.unshare = await root("unshare -n true");
       out.raw = (await sbx.commands.run("python3 -c \\"import socket\\nfor t in ('${B1}','${A1}'):\\n  s=socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)\\n  try: s.sendto(bytes([0x1f,0x41,0x1b,0x59,0,12,0,0])+b'raw!', (t, 0)); print('sent')\\n  except OSError as e: print(e.errno)\\n\\"", { user: "root" }).catch((e) => e)).stdout.trim();
       out.udp = (await sbx.commands.run("python3 -c \\"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('${B1}', 7001))\\"", { user: "root" }).catch((e) => e)).exitCode;
@@ -304,7 +304,7 @@ describe("network policy: the API's validation and PUT /sandboxes/{id}/network a
   let s: Sandboxd;
   let ca: Buffer;
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "10.12.221.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.221.0/24"] });
     ca = readFileSync(s.caFile);
   });
   after(async () => {

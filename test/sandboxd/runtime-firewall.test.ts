@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:net";
 import { slotAt } from "../../src/sandboxd/network/ipam.js";
 import { attachSlot, detachSlot } from "../../src/sandboxd/network/veth.js";
-import { egressRuleset, egressTableName } from "../../src/sandboxd/network/egress.js";
+import { hostBaseScript, hostTableName, vethScript } from "../../src/sandboxd/network/host-table.js";
 import { skipReason } from "./helpers/runtime.js";
 
 /** Destinations added to the host end: one private, shared, link-local, and one public (TEST-NET-2). */
@@ -34,7 +34,7 @@ describe("sandbox firewall", { skip: skipReason() }, () => {
     server.close();
   });
 
-  /** A netns held by a sleeping process, wired as a sandbox's slot `index` of 10.12.207.0/24. */
+  /** A netns held by a sleeping process, wired as a sandbox's slot `index` of 198.19.207.0/24. */
   async function netns(index: number, egress: boolean) {
     const holder = spawn("unshare", ["-n", "sleep", "300"], { stdio: "ignore" });
     holders.push(holder);
@@ -43,7 +43,7 @@ describe("sandbox firewall", { skip: skipReason() }, () => {
       if (ns && ns !== spawnSync("readlink", ["/proc/self/ns/net"], { encoding: "utf8" }).stdout) break;
       await new Promise((r) => setTimeout(r, 20));
     }
-    const slot = slotAt("10.12.207.0/24", index);
+    const slot = slotAt("198.19.207.0/24", index);
     const hostVeth = `sbfwtest${index}${process.pid % 1000}`;
     veths.push(hostVeth);
     await attachSlot({ pid: holder.pid!, hostVeth, slot, egress });
@@ -64,13 +64,16 @@ describe("sandbox firewall", { skip: skipReason() }, () => {
     assert.equal(ns.probe(ns.slot.hostIp), "open", "a port in host_tcp is reachable on the host end");
   });
 
-  test("the host's egress table (NAT out of one interface) is valid nft, checked without applying it", () => {
-    const table = egressTableName("0123456789");
-    const script = `table ip ${table}\ndelete table ip ${table}\n${egressRuleset({ table, cidr: "10.12.207.0/24", iface: "eth0" })}`;
+  test("the host table (NAT out of one interface, a sandbox's veth rules) is valid nft, checked without applying it", () => {
+    const table = hostTableName("0123456789");
+    const served = { dnsPort: 5353, httpPort: 8080, tlsPort: 8443 };
+    const policy = { allow: ["198.51.100.0/24"], deny: ["0.0.0.0/0"], domains: ["example.com"] };
+    const script = hostBaseScript({ table, cidr: "198.19.207.0/24", iface: "eth0", served, blocked: ["10.0.0.0/8"] }) +
+      vethScript({ table, veth: "sb0123456789abc", ip: "198.19.207.2", hostIp: "198.19.207.1", iface: "eth0", served, policy });
     const r = spawnSync("nft", ["-c", "-f", "-"], { input: script, encoding: "utf8" });
     assert.equal(r.status, 0, r.stderr);
     assert.match(script, /oifname "eth0" masquerade/);
-    assert.equal(spawnSync("nft", ["list", "table", "ip", table]).status, 1, "nft -c must not have made the table");
+    assert.equal(spawnSync("nft", ["list", "table", "inet", table]).status, 1, "nft -c must not have made the table");
   });
 
   test("without egress: every new outbound connection is dropped, public ones too", async () => {

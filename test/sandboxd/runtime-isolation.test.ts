@@ -46,7 +46,7 @@ describe("runc runtime: isolation", { skip }, () => {
   });
 
   test("envd answers /health from the host at the sandbox's own address", async () => {
-    assert.match(sb.ip, /^10\.12\.201\.\d+$/);
+    assert.match(sb.ip, /^198\.19\.201\.\d+$/);
     assert.equal(sb.envdPort, 49983);
     assert.equal(await health(sb.ip), 204);
   });
@@ -130,7 +130,7 @@ describe("runc runtime: isolation", { skip }, () => {
         sh(sb.ip, `timeout 3 bash -c 'exec 3<>/dev/tcp/${host}/${port}' && echo open || echo closed`);
       assert.equal((await probe(hostEnd, pHost)).stdout.trim(), "closed");
       assert.equal((await probe("127.0.0.1", pLo)).stdout.trim(), "closed");
-      assert.equal((await probe("10.12.202.1", pHost)).stdout.trim(), "closed");
+      assert.equal((await probe("198.19.202.1", pHost)).stdout.trim(), "closed");
       // nor over IPv6 to the host end's link-local address (the veth has one when the host runs IPv6)
       const v6 = await hostLinkLocal(vethOf(t.dataDir, id));
       if (v6) {

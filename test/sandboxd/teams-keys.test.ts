@@ -21,7 +21,7 @@ describe("teams and API keys: the CLI on a running sandboxd's store, isolation, 
   const blueSandboxes: string[] = [];
 
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "10.12.231.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.231.0/24"] });
     ca = readFileSync(s.caFile);
   });
   after(async () => {

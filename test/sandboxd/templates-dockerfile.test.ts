@@ -28,7 +28,7 @@ describe("templates from a v1 Dockerfile", { skip: sandboxSkipReason() ?? false 
   const v1 = (body: unknown, key?: string | null) => api(s, ca, "POST", "/templates", { body, key });
 
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "10.12.210.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.210.0/24"] });
     ca = readFileSync(s.caFile);
   });
   after(async () => {

@@ -38,7 +38,7 @@ describe("template build faults", { skip: sandboxSkipReason() ?? false }, () => 
   let ca: Buffer;
   const dataDir = mkdtempSync(join(tmpdir(), "sandboxd-tpl-faults-"));
   chmodSync(dataDir, 0o755);
-  const args = ["--network-cidr", "10.12.212.0/24"];
+  const args = ["--network-cidr", "198.19.212.0/24"];
 
   before(async () => {
     s = await startSandboxd({ dataDir, args });

@@ -63,7 +63,7 @@ describe("templates from the published SDK's Template() builder", { skip: sandbo
   let ctx: string;
 
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "10.12.211.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.211.0/24"] });
     ca = readFileSync(s.caFile);
     ctx = mkdtempSync(join(tmpdir(), "tpl-sdk-ctx-"));
     mkdirSync(join(ctx, "app"));

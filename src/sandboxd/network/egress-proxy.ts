@@ -4,6 +4,7 @@ import { networkInterfaces } from "node:os";
 import type { Logger } from "../log.js";
 import { BLOCKED_RANGES } from "./firewall.js";
 import { matchDomain, type EgressPolicy } from "./policy.js";
+import { createHttpEgress } from "./http-egress.js";
 import { peekHttpHost, peekSni, type Peek } from "./sni.js";
 
 /** The most bytes read before the name must be known (a request head or a ClientHello). */
@@ -27,7 +28,11 @@ export interface EgressProxy {
   close(): void;
 }
 
-/** Addresses a name may never resolve to for the proxy to dial: the private ranges and the host's own. */
+/**
+ * Addresses a name may never resolve to for the proxy to dial: the private ranges, the host's own
+ * addresses and the networks they are on (its LANs, the sandboxes' veths). Read at each use:
+ * interfaces come and go.
+ */
 function deniedAddresses(): BlockList {
   const list = new BlockList();
   for (const r of BLOCKED_RANGES) {
@@ -35,7 +40,12 @@ function deniedAddresses(): BlockList {
     list.addSubnet(net, Number(prefix), "ipv4");
   }
   for (const addrs of Object.values(networkInterfaces())) {
-    for (const a of addrs ?? []) if (a.family === "IPv4") list.addAddress(a.address, "ipv4");
+    for (const a of addrs ?? []) {
+      if (a.family !== "IPv4") continue;
+      list.addAddress(a.address, "ipv4");
+      const [net, prefix] = (a.cidr ?? `${a.address}/32`).split("/");
+      list.addSubnet(net, Number(prefix), "ipv4");
+    }
   }
   return list;
 }
@@ -50,17 +60,18 @@ export function upstreamResolver(upstream: string): Resolver {
 /**
  * Sandboxd's egress proxy. Sandboxes' TCP connections to ports 80 and 443 that no CIDR rule
  * allowed arrive here (DNAT in the sandbox's netns). The proxy finds the sandbox by the source
- * address, reads the HTTP Host or the TLS SNI, and when an allowed domain matches it looks the
- * name up itself and dials it (so what the sandbox resolved, or put in /etc/hosts, changes
- * nothing); a name resolving to a private or host address, or no match, closes the connection.
+ * address, reads the HTTP Host of every request (see http-egress.ts) or the TLS SNI, and when an
+ * allowed domain matches it looks the name up itself and dials it (so what the sandbox resolved,
+ * or put in /etc/hosts, changes nothing); a name resolving to a private or host address, or no
+ * match, is refused. Inside TLS nothing more can be read: one connection is one SNI.
  */
 export async function startEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
   const resolver = upstreamResolver(opts.upstream);
-  const denied = deniedAddresses();
   const sockets = new Set<Socket>();
 
   const resolveName = async (name: string): Promise<string | undefined> => {
     const addrs = isIPv4(name) ? [name] : await resolver.resolve4(name).catch(() => [] as string[]);
+    const denied = deniedAddresses();
     if (addrs.length === 0 || addrs.some((a) => denied.check(a, "ipv4"))) return undefined;
     return addrs[0];
   };
@@ -113,9 +124,20 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     client.on("data", onData);
   };
 
+  const httpSide = createHttpEgress({ resolveName, log: opts.log });
+  const takeHttp = (client: Socket) => {
+    sockets.add(client);
+    client.once("close", () => sockets.delete(client));
+    client.on("error", () => client.destroy());
+    const src = (client.remoteAddress ?? "").replace(/^::ffff:/, "");
+    const policy = opts.policyOf(src);
+    if (!policy) return void client.destroy();
+    httpSide.take(client, src, policy);
+  };
+
   const listen = async (port: number, peek: (b: Buffer) => Peek): Promise<[Server, number]> => {
     // a byte pipe: segments go on as they come (no Nagle delay on either side)
-    const server = createServer({ allowHalfOpen: true, noDelay: true }, (c) => handle(c, port, peek));
+    const server = createServer({ allowHalfOpen: port !== 80, noDelay: true }, (c) => (port === 80 ? takeHttp(c) : handle(c, port, peek)));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(0, "0.0.0.0", () => resolve());
@@ -129,6 +151,7 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     tlsPort,
     close() {
       http.close();
+      httpSide.close();
       tls.close();
       for (const s of sockets) s.destroy();
     },

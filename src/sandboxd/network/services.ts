@@ -31,7 +31,7 @@ export async function startEgressServices(p: { egressInterface: string | undefin
     p.log.warn("no DNS upstream (--dns-upstream, or a nameserver in /etc/resolv.conf): sandboxes get no resolver and domain rules allow nothing");
     return undefined;
   }
-  const dns = await startDnsForwarder({ upstream, allowed: (ip) => p.policyOf(ip) !== undefined });
+  const dns = await startDnsForwarder({ upstream, policyOf: p.policyOf });
   const proxy = await startEgressProxy({ upstream, policyOf: p.policyOf, log: p.log });
   p.log.info({ upstream, dnsPort: dns.port, httpPort: proxy.httpPort, tlsPort: proxy.tlsPort }, "sandbox resolver and egress proxy");
   return {

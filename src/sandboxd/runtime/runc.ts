@@ -3,7 +3,8 @@ import { rm } from "node:fs/promises";
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
-import { egressTableName, installEgress } from "../network/egress.js";
+import { HostFirewall } from "../network/host-firewall.js";
+import { hostTableName } from "../network/host-table.js";
 import { Ipam } from "../network/ipam.js";
 import type { ServedPorts } from "../network/firewall.js";
 import type { EgressPolicy } from "../network/policy.js";
@@ -61,7 +62,7 @@ class RuncRuntime implements Runtime {
   private readonly ipam: Ipam;
   private readonly tiniPath: string;
   private readonly busy = new Map<string, Promise<unknown>>();
-  private egressReady?: Promise<void>;
+  private readonly host: HostFirewall;
   private settled?: Promise<void>;
 
   constructor(private readonly opts: RuncOptions) {
@@ -78,6 +79,7 @@ class RuncRuntime implements Runtime {
     this.records = new RecordStore(join(this.dataDir, "runtime", "sandboxes"));
     this.ipam = new Ipam(join(this.dataDir, "runtime", "slots"), opts.networkCidr);
     this.tiniPath = opts.tiniPath ?? "/usr/bin/tini-static";
+    this.host = new HostFirewall({ table: hostTableName(this.instanceKey), cidr: opts.networkCidr, iface: opts.egressInterface, served: opts.served, log: opts.log });
     assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
     assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
     assertReachableBySandboxes(this.tiniPath, "tini");
@@ -125,7 +127,7 @@ class RuncRuntime implements Runtime {
     const t0 = Date.now();
     const id = spec.sandboxID;
     const dir = this.dirOf(id);
-    if (this.opts.egressInterface) await this.ensureEgress(this.opts.egressInterface);
+    await this.start();
     const slot = this.ipam.claim(id);
     const rec: SandboxRecord = {
       sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, hostIp: slot.hostIp,
@@ -166,7 +168,7 @@ class RuncRuntime implements Runtime {
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served, nice }).then(() => Date.now());
+    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served, nice, host: this.host }).then(() => Date.now());
     const started = this.runc.verb("start", id).then(() => Date.now());
     const [tNet, tStart] = await Promise.all([wired, started]);
     signal?.throwIfAborted();
@@ -179,12 +181,14 @@ class RuncRuntime implements Runtime {
     return { sandboxID: id, ip: slot.ip, envdPort: ENVD_PORT };
   }
 
-  private ensureEgress(iface: string): Promise<void> {
-    this.egressReady ??= installEgress({ table: egressTableName(this.instanceKey), cidr: this.opts.networkCidr, iface, served: this.opts.served }).catch((err: unknown) => {
-      this.egressReady = undefined;
-      throw err;
-    });
-    return this.egressReady;
+  /** Claims the network range and installs the host firewall (refused when another instance's range overlaps). */
+  start(): Promise<void> {
+    return this.host.start(() => this.records.ids().map((id) => this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id)));
+  }
+
+  /** Removes the host firewall when no sandbox is left to need it. */
+  async close(): Promise<void> {
+    await this.host.release(this.records.ids().length);
   }
 
   freeze(sandboxID: string): Promise<void> {
@@ -209,12 +213,15 @@ class RuncRuntime implements Runtime {
 
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void> {
     return this.serial(sandboxID, async () => {
-      // the host table carries the resolver's and proxy's ports, new on every start of sandboxd
-      if (this.opts.egressInterface) await this.ensureEgress(this.opts.egressInterface);
+      await this.start();
       const rec = this.records.get(sandboxID);
       const st = await this.runc.state(sandboxID);
       if (!rec || !st || !(st.pid > 0)) throw new Error(`sandbox ${sandboxID} is not running in the runtime`);
-      await replaceFirewall({ pid: st.pid, hostIp: rec.hostIp, egress: !!this.opts.egressInterface, policy, served: this.opts.served });
+      // two transactions (two namespaces): while one is applied and the other not, what passes is what both allow
+      await Promise.all([
+        replaceFirewall({ pid: st.pid, hostIp: rec.hostIp, egress: !!this.opts.egressInterface, policy, served: this.opts.served }),
+        this.host.setVeth({ veth: rec.hostVeth, ip: rec.ip, hostIp: rec.hostIp, policy }),
+      ]);
     });
   }
 
@@ -237,7 +244,11 @@ class RuncRuntime implements Runtime {
     await step("container", () => this.runc.destroy(id));
     // with the processes gone, the network and the layer come apart independently
     await Promise.all([
-      step("network", () => detachSlot(this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id))),
+      step("network", async () => {
+        const veth = this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id);
+        await detachSlot(veth);
+        await this.host.removeVeth(veth);
+      }),
       (async () => {
         await step("rootfs", () => unmount(join(dir, "rootfs")));
         await step("disk", () => unmountDisk(join(dir, "disk")));

@@ -57,6 +57,10 @@ export interface Runtime {
   thaw(sandboxID: string): Promise<void>;
   /** Gives a sandbox started in the background the CPU share `cpuCount` earns (as a normal create has). */
   foreground(sandboxID: string, cpuCount: number): Promise<void>;
+  /** Claims the host network (refused when another instance's range overlaps) before anything else runs; create also does this. */
+  start?(): Promise<void>;
+  /** Releases what the host keeps for the runtime when no sandbox is left (sandboxes outlive the process). */
+  close?(): Promise<void>;
   /** Replaces a live sandbox's outbound rules: new connections follow them, established ones live on. */
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void>;
   /** Kills the sandbox and removes all it owns (processes, layer, network slot, cgroup); unknown IDs succeed. */

@@ -10,12 +10,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NODE } from "./sandboxd.js";
 
-/** The servers' script: HTTP on 80 answers "hit <address it was reached on>", TCP echo on 7000, UDP echo on 7001 (counted). */
+/**
+ * The servers' script: HTTP on 80 answers "hit <address it was reached on>" (GET /host: the Host
+ * it was asked for), TCP echo on 7000, UDP echo on 7001 (counted, and logged as "<address>
+ * <payload>" for GET /udp-log).
+ */
 const SERVER_JS = `
 const http = require("node:http"), https = require("node:https"), net = require("node:net"), dgram = require("node:dgram"), fs = require("node:fs");
 const [dir, resolverIp, zoneJson, ...hosts] = process.argv.slice(2);
 const zone = JSON.parse(zoneJson);
 let udp = 0;
+const udpLog = [];
 // GET /bulk/<MiB> streams that many MiB of zeros (throughput measurements).
 const MIB = Buffer.alloc(1 << 20);
 const bulk = (req, res) => {
@@ -45,6 +50,8 @@ dns.on("message", (q, r) => {
 dns.bind(53, resolverIp);
 http.createServer((req, res) => {
   if (req.url === "/udp-count") return res.end(String(udp));
+  if (req.url === "/udp-log") return res.end(JSON.stringify(udpLog));
+  if (req.url === "/host") return res.end("host " + req.headers.host);
   if (bulk(req, res)) return;
   res.end("hit " + req.socket.localAddress);
 }).listen(80, "0.0.0.0");
@@ -53,7 +60,7 @@ net.createServer((c) => c.pipe(c)).listen(7000, "0.0.0.0");
 let bound = 0;
 for (const ip of hosts) {
   const u = dgram.createSocket("udp4");
-  u.on("message", (m, r) => { udp++; u.send(m, r.port, r.address); });
+  u.on("message", (m, r) => { udp++; if (udpLog.length < 1000) udpLog.push(ip + " " + m.toString("latin1").slice(0, 64)); u.send(m, r.port, r.address); });
   u.bind(7001, ip, () => { if (++bound === hosts.length) console.log("ready"); });
 }
 `;
@@ -79,6 +86,8 @@ export interface FakeInternet {
   caPem: string;
   /** How many UDP datagrams the fake hosts received on 7001. */
   udpCount(): Promise<number>;
+  /** The UDP datagrams received on 7001, each as "<address it was sent to> <payload>". */
+  udpLog(): Promise<string[]>;
   /** Packets counted by the guard: forwarded from the sandboxes' range other than into the fake Internet, or to the fake hosts out of the uplink. */
   leaks(): number;
   /** Of those, the packets that left through the uplink (off this machine). */
@@ -99,9 +108,10 @@ function sh(cmd: string, args: string[], input?: string): string {
 /**
  * Starts a fake Internet for sandboxd instances whose sandboxes live in `sandboxCidr`; `link` is a
  * /30 (x.y.z.0/30) for the veth; `nets` are the /28s of TEST-NET the fake hosts live in (.1 and .2
- * of each become hosts).
+ * of each become hosts); `extraHosts` are more addresses served there (169.254.169.254, say), each
+ * routed into the fake Internet by a host route of its own.
  */
-export async function startFakeInternet(p: { tag: string; sandboxCidr: string; link: string; nets: string[]; zone: Record<string, string>; tlsNames: string[] }): Promise<FakeInternet> {
+export async function startFakeInternet(p: { tag: string; sandboxCidr: string; link: string; nets: string[]; zone: Record<string, string>; tlsNames: string[]; extraHosts?: string[] }): Promise<FakeInternet> {
   const ns = `sbfi${p.tag}`;
   const iface = `fih${p.tag}`;
   const peer = `fip${p.tag}`;
@@ -116,12 +126,13 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
   // the resolver lives on the last address of the first /28
   const [rx, ry, rz, rw] = p.nets[0].split("/")[0].split(".");
   const resolverIp = `${rx}.${ry}.${rz}.${Number(rw) + 13}`;
+  const extra = p.extraHosts ?? [];
   const uplink = (JSON.parse(sh("ip", ["-j", "-4", "route", "show", "default"]) || "[]") as { dev?: string }[])[0]?.dev ?? "eth0";
   const dir = mkdtempSync(join(tmpdir(), "sandboxd-fakenet-"));
   let server: ChildProcess | undefined;
   const clean = () => {
     server?.kill("SIGKILL");
-    for (const n of p.nets) spawnSync("ip", ["route", "del", n, "via", peerEnd]);
+    for (const n of [...p.nets, ...extra.map((h) => `${h}/32`)]) spawnSync("ip", ["route", "del", n, "via", peerEnd]);
     spawnSync("ip", ["link", "del", iface]);
     spawnSync("ip", ["netns", "del", ns]);
     spawnSync("nft", ["delete", "table", "inet", guard]);
@@ -143,10 +154,10 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
       "link set lo up",
       `addr add ${peerEnd}/30 dev ${peer}`,
       `link set ${peer} up`,
-      ...[...hosts, resolverIp].map((h) => `addr add ${h}/32 dev lo`),
+      ...[...hosts, ...extra, resolverIp].map((h) => `addr add ${h}/32 dev lo`),
       "",
     ].join("\n"));
-    for (const n of p.nets) sh("ip", ["route", "add", n, "via", peerEnd, "dev", iface]);
+    for (const n of [...p.nets, ...extra.map((h) => `${h}/32`)]) sh("ip", ["route", "add", n, "via", peerEnd, "dev", iface]);
     sh("nft", ["-f", "-"], `table inet ${guard} {
   chain forward {
     type filter hook forward priority -10; policy accept;
@@ -162,7 +173,7 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
 `);
     writeFileSync(join(dir, "server.cjs"), SERVER_JS);
     makeCerts(dir, p.tlsNames);
-    server = spawn("ip", ["netns", "exec", ns, NODE, join(dir, "server.cjs"), dir, resolverIp, JSON.stringify(p.zone), ...hosts], { stdio: ["ignore", "pipe", "inherit"] });
+    server = spawn("ip", ["netns", "exec", ns, NODE, join(dir, "server.cjs"), dir, resolverIp, JSON.stringify(p.zone), ...hosts, ...extra], { stdio: ["ignore", "pipe", "inherit"] });
     await new Promise<void>((resolve, reject) => {
       server!.stdout!.once("data", () => resolve());
       server!.once("exit", (code) => reject(new Error(`fake Internet servers exited ${code}`)));
@@ -178,6 +189,7 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
     caPem: readFileSync(join(dir, "ca.crt"), "utf8"),
     uplink,
     udpCount: async () => Number(await (await fetch(`http://${hosts[0]}/udp-count`)).text()),
+    udpLog: async () => (await (await fetch(`http://${hosts[0]}/udp-log`)).json()) as string[],
     leaks() {
       const out = sh("nft", ["list", "table", "inet", guard]);
       const lines = out.split("\n").filter((l) => !l.includes('comment "into"'));

@@ -3,7 +3,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createJsonLogger } from "../../../src/common/log.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -13,6 +13,7 @@ import { takeLock } from "../../../src/sandboxd/images/lock.js";
 import { cgroupMounts } from "../../../src/sandboxd/runtime/cgroups.js";
 import { createRuncRuntime, type RuncOptions } from "../../../src/sandboxd/runtime/runc.js";
 import type { Runtime, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
+import { assertTestRange } from "./net-range.js";
 import { ARTIFACT_NAME, which } from "../../envd/image-machine.js";
 import { ROOT } from "../../envd/helpers/daemon.js";
 
@@ -54,7 +55,7 @@ export function newSandboxID(): string {
   return "i" + [...randomBytes(20)].map((b) => alphabet[b % 36]).join("");
 }
 
-/** A runc runtime on a fresh data dir; `octet` picks the test file's own 10.12.<octet>.0/24. */
+/** A runc runtime on a fresh data dir; `octet` picks the test file's own 198.19.<octet>.0/24. */
 export interface TestRuntime {
   rt: Runtime;
   dataDir: string;
@@ -67,10 +68,12 @@ export interface TestRuntime {
 
 /** Makes a runtime for one test file. */
 export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {}): Promise<TestRuntime> {
+  const networkCidr = `198.19.${octet}.0/24`;
+  assertTestRange(networkCidr, "a test runtime");
   const dataDir = mkdtempSync("/tmp/sandboxd-rt-");
   chmodSync(dataDir, 0o711);
   const [rootfs, envd] = await Promise.all([baseRootfs(), envdDir()]);
-  const opts: RuncOptions = { dataDir, envdDir: envd, networkCidr: `10.12.${octet}.0/24`, log: testLog, ...extra };
+  const opts: RuncOptions = { dataDir, envdDir: envd, networkCidr, log: testLog, ...extra };
   const rt = createRuncRuntime(opts);
   return {
     rt,
@@ -81,8 +84,15 @@ export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {
     cleanup: async () => {
       try {
         await rt.sweep(new Set());
+        await rt.close?.();
       } finally {
         const left = leftovers(dataDir);
+        // the host firewall lives while the runtime does; with no sandbox left, close removes it
+        const table = `sandboxd_${createHash("sha256").update(dataDir).digest("hex").slice(0, 10)}`;
+        if (spawnSync("nft", ["list", "table", "inet", table]).status === 0) {
+          spawnSync("nft", ["delete", "table", "inet", table]);
+          left.push(`nft table inet ${table}`);
+        }
         rmSync(dataDir, { recursive: true, force: true });
         if (left.length > 0) throw new Error(`left on the host: ${left.join(", ")}`);
       }

@@ -5,6 +5,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { assertTestRange } from "./net-range.js";
 
 /** The repository root (this file is build/test/sandboxd/helpers/sandboxd.js once compiled). */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
@@ -62,8 +63,9 @@ function alive(pid: number): boolean {
 }
 
 /**
- * Takes a /24 of 10.12.0.0/17 no other live test process holds (a lock directory per range);
- * 10.12.200.0 and up are the runtime tests' fixed ranges.
+ * Takes a /24 of 198.18.0.0/16 no other live test process holds (a lock directory per range);
+ * 198.19.0.0/16 holds the fixed ranges some test files name. Nothing else on the machine may use
+ * the range taken: a leftover there fails the test loudly.
  */
 function takeNetwork(): { cidr: string; release(): void } {
   mkdirSync(NETS, { recursive: true });
@@ -82,9 +84,17 @@ function takeNetwork(): { cidr: string; release(): void } {
       }
     }
     writeFileSync(join(dir, "pid"), String(process.pid));
-    return { cidr: `10.12.${n}.0/24`, release: () => rmSync(dir, { recursive: true, force: true }) };
+    const cidr = `198.18.${n}.0/24`;
+    const release = () => rmSync(dir, { recursive: true, force: true });
+    try {
+      assertTestRange(cidr, "a test sandboxd");
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return { cidr, release };
   }
-  throw new Error("no free 10.12.<n>.0/24 for a test sandboxd");
+  throw new Error("no free 198.18.<n>.0/24 for a test sandboxd");
 }
 
 /** The envd release artifact directory, built once (under a lock, for parallel test files) when missing. */
@@ -145,8 +155,20 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
   // Sandbox root (a mapped uid) must reach the data dir; mkdtemp makes it 0700.
   chmodSync(dataDir, 0o755);
   // A restart on the same data dir keeps the range its sandboxes have addresses in.
-  const net = held.get(dataDir) ?? takeNetwork();
+  const restart = held.get(dataDir);
+  const net = restart ?? takeNetwork();
   held.set(dataDir, net);
+  // a range a test names itself must be as free as a taken one (a restart finds its own sandboxes there)
+  const named = opts.args?.[opts.args.lastIndexOf("--network-cidr") + 1];
+  if (!restart && opts.args?.includes("--network-cidr") && named) {
+    try {
+      assertTestRange(named, "a test sandboxd");
+    } catch (err) {
+      net.release();
+      held.delete(dataDir);
+      throw err;
+    }
+  }
   const port = await freePort();
   const args = [
     join(ROOT, "dist", "sandboxd"), "serve",
@@ -246,6 +268,8 @@ async function sweepAll(dataDir: string, cidr: string): Promise<void> {
   const { createJsonLogger } = await import("../../../src/common/log.js");
   const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), networkCidr: cidr, log: createJsonLogger({ level: "silent", fd: 2, name: "test" }) });
   await rt.sweep(new Set());
+  // the host firewall of an instance that died without removing it
+  await rt.close?.();
 }
 
 /** The warm pool's ready sandboxes as sandboxd's /metrics reports them, summed over templates. */
