@@ -19,6 +19,7 @@ import { createListener } from "./server/listener.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
 import { openStore, type Store } from "./store/store.js";
 import { ensureTls } from "./tls/certs.js";
+import { defaultDiskBudgetMB, defaultMemoryBudgetMB, type Budget } from "./sandboxes/budget.js";
 
 /** A started sandboxd: its port, what to print for the user, and a stop that leaves sandboxes running. */
 export interface App {
@@ -82,6 +83,12 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   const store = openStore(join(config.dataDir, "sandboxd.db"));
   const key = apiKey(store, config.dataDir, log);
   const tls = await ensureTls(config.dataDir, config.domain, log);
+  const budget: Budget = {
+    host: { memoryMB: config.memoryBudgetMB ?? defaultMemoryBudgetMB(), diskMB: config.diskBudgetMB ?? defaultDiskBudgetMB(config.dataDir) },
+    team: { memoryMB: config.teamMemoryMB, diskMB: config.teamDiskMB },
+    maxSandboxMemoryMB: config.maxSandboxMemoryMB,
+  };
+  log.info({ memoryMB: budget.host.memoryMB, diskMB: budget.host.diskMB, teamMemoryMB: budget.team.memoryMB ?? "host", teamDiskMB: budget.team.diskMB ?? "host", maxSandboxMemoryMB: budget.maxSandboxMemoryMB }, "sandbox budget");
   let index: RouteIndex = { lookup: () => undefined };
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
@@ -110,7 +117,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     log.info({ templateID, rootfs }, "base template ready");
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({
-      store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID,
+      store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID, budget,
     });
     metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();
