@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultRouteInterface } from "./network/egress.js";
 import { startEgressServices, type EgressServices } from "./network/services.js";
@@ -19,7 +19,9 @@ import { createListener } from "./server/listener.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
 import { openStore, type Store } from "./store/store.js";
 import { ensureTls } from "./tls/certs.js";
+import { prepareDataDir, sweepStrangers, sweepTemporaries } from "./data-dir.js";
 import { defaultDiskBudgetMB, defaultMemoryBudgetMB, type Budget } from "./sandboxes/budget.js";
+import { SANDBOX_ID } from "./runtime/spec.js";
 
 /** A started sandboxd: its port, what to print for the user, and a stop that leaves sandboxes running. */
 export interface App {
@@ -78,7 +80,8 @@ function seedKey(): string {
  * minutes, is visibly alive.
  */
 export async function startApp(config: Config, version: string, log: Logger): Promise<App> {
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
+  prepareDataDir(config.dataDir);
+  sweepTemporaries(config.dataDir, log);
   const envdDir = resolveEnvdDir(config.envdDir, version);
   const store = openStore(join(config.dataDir, "sandboxd.db"));
   const key = apiKey(store, config.dataDir, log);
@@ -121,6 +124,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     });
     metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();
+    sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
       liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
