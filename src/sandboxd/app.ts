@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultRouteInterface } from "./network/egress.js";
 import { startEgressServices, type EgressServices } from "./network/services.js";
@@ -47,18 +47,18 @@ function writeSecret(file: string, text: string): void {
 }
 
 /**
- * The default team's API key as `<dataDir>/api-key` holds it. A first start seeds the store and
- * writes the file; the store keeps only a hash, so a lost file is replaced by a new key.
+ * The default team's API key when this start made it (to be shown this once), or undefined when
+ * `<dataDir>/api-key` (0600) already holds it. A first start seeds the store and writes the file;
+ * the store keeps only a hash, so a lost file is replaced by a new key.
  */
-function apiKey(store: Store, dataDir: string, log: Logger): string {
-  const file = join(dataDir, "api-key");
+function newApiKey(store: Store, file: string, log: Logger): string | undefined {
   const seeded = seed(store);
   if (seeded.seeded) {
     writeSecret(file, seeded.apiKey + "\n");
     log.info({ file }, "made the default team and its API key");
     return seeded.apiKey;
   }
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  if (existsSync(file)) return undefined;
   const fresh = seedKey();
   store.apiKeys.add(fresh, DEFAULT_TEAM_ID);
   writeSecret(file, fresh + "\n");
@@ -84,7 +84,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   sweepTemporaries(config.dataDir, log);
   const envdDir = resolveEnvdDir(config.envdDir, version);
   const store = openStore(join(config.dataDir, "sandboxd.db"));
-  const key = apiKey(store, config.dataDir, log);
+  const keyFile = join(config.dataDir, "api-key");
+  const key = newApiKey(store, keyFile, log);
   const tls = await ensureTls(config.dataDir, config.domain, log);
   const budget: Budget = {
     host: { memoryMB: config.memoryBudgetMB ?? defaultMemoryBudgetMB(), diskMB: config.diskBudgetMB ?? defaultDiskBudgetMB(config.dataDir) },
@@ -147,7 +148,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
 
   return {
     port,
-    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile, teamID: DEFAULT_TEAM_ID }),
+    userLines: userLines({ domain: config.domain, port, apiKey: key, keyFile, caFile: tls.caFile, teamID: DEFAULT_TEAM_ID }),
     async close() {
       closing = true;
       await listener.close(SHUTDOWN_GRACE_MS);

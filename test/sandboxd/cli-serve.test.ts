@@ -116,6 +116,9 @@ describe("sandboxd serve: first start, TLS, restart", () => {
     const cert = readFileSync(join(dataDir, "tls", "server.crt"));
     first = await startSandboxd({ dataDir, wait: "lines" });
     assert.equal(first.sdkEnv.E2B_API_KEY, s.sdkEnv.E2B_API_KEY);
+    // The key was shown when it was made; this start says where it is instead.
+    assert.equal(first.logs().includes(s.sdkEnv.E2B_API_KEY), false);
+    assert.match(first.logs(), new RegExp(`^# E2B_API_KEY: the key is in ${join(dataDir, "api-key")} \\(readable by root only`, "m"));
     assert.deepEqual(readFileSync(first.caFile), ca);
     assert.deepEqual(readFileSync(join(dataDir, "tls", "server.crt")), cert);
     const health = await call(first.port, ca, "api.e2b.localhost", "/health");
