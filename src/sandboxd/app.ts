@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultRouteInterface } from "./network/egress.js";
 import { startEgressServices, type EgressServices } from "./network/services.js";
@@ -19,6 +19,9 @@ import { createListener } from "./server/listener.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
 import { openStore, type Store } from "./store/store.js";
 import { ensureTls } from "./tls/certs.js";
+import { prepareDataDir, sweepStrangers, sweepTemporaries } from "./data-dir.js";
+import { defaultDiskBudgetMB, defaultMemoryBudgetMB, type Budget } from "./sandboxes/budget.js";
+import { SANDBOX_ID } from "./runtime/spec.js";
 
 /** A started sandboxd: its port, what to print for the user, and a stop that leaves sandboxes running. */
 export interface App {
@@ -44,18 +47,18 @@ function writeSecret(file: string, text: string): void {
 }
 
 /**
- * The default team's API key as `<dataDir>/api-key` holds it. A first start seeds the store and
- * writes the file; the store keeps only a hash, so a lost file is replaced by a new key.
+ * The default team's API key when this start made it (to be shown this once), or undefined when
+ * `<dataDir>/api-key` (0600) already holds it. A first start seeds the store and writes the file;
+ * the store keeps only a hash, so a lost file is replaced by a new key.
  */
-function apiKey(store: Store, dataDir: string, log: Logger): string {
-  const file = join(dataDir, "api-key");
+function newApiKey(store: Store, file: string, log: Logger): string | undefined {
   const seeded = seed(store);
   if (seeded.seeded) {
     writeSecret(file, seeded.apiKey + "\n");
     log.info({ file }, "made the default team and its API key");
     return seeded.apiKey;
   }
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  if (existsSync(file)) return undefined;
   const fresh = seedKey();
   store.apiKeys.add(fresh, DEFAULT_TEAM_ID);
   writeSecret(file, fresh + "\n");
@@ -77,11 +80,19 @@ function seedKey(): string {
  * minutes, is visibly alive.
  */
 export async function startApp(config: Config, version: string, log: Logger): Promise<App> {
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
+  prepareDataDir(config.dataDir);
+  sweepTemporaries(config.dataDir, log);
   const envdDir = resolveEnvdDir(config.envdDir, version);
   const store = openStore(join(config.dataDir, "sandboxd.db"));
-  const key = apiKey(store, config.dataDir, log);
+  const keyFile = join(config.dataDir, "api-key");
+  const key = newApiKey(store, keyFile, log);
   const tls = await ensureTls(config.dataDir, config.domain, log);
+  const budget: Budget = {
+    host: { memoryMB: config.memoryBudgetMB ?? defaultMemoryBudgetMB(), diskMB: config.diskBudgetMB ?? defaultDiskBudgetMB(config.dataDir) },
+    team: { memoryMB: config.teamMemoryMB, diskMB: config.teamDiskMB },
+    maxSandboxMemoryMB: config.maxSandboxMemoryMB,
+  };
+  log.info({ memoryMB: budget.host.memoryMB, diskMB: budget.host.diskMB, teamMemoryMB: budget.team.memoryMB ?? "host", teamDiskMB: budget.team.diskMB ?? "host", maxSandboxMemoryMB: budget.maxSandboxMemoryMB }, "sandbox budget");
   let index: RouteIndex = { lookup: () => undefined };
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
@@ -117,10 +128,11 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     log.info({ templateID, rootfs }, "base template ready");
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({
-      store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID,
+      store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID, budget,
     });
     metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();
+    sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
       liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
@@ -143,7 +155,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
 
   return {
     port,
-    userLines: userLines({ domain: config.domain, port, apiKey: key, caFile: tls.caFile, teamID: DEFAULT_TEAM_ID }),
+    userLines: userLines({ domain: config.domain, port, apiKey: key, keyFile, caFile: tls.caFile, teamID: DEFAULT_TEAM_ID }),
     async close() {
       closing = true;
       await listener.close(SHUTDOWN_GRACE_MS);

@@ -25,11 +25,14 @@ export function resolveEnvdDir(flag: string | undefined, version: string, script
   throw new Error(`no envd executable found (looked for ${tried}); build it with './build.sh --artifact' or pass --envd-dir`);
 }
 
-/** The lines a user copies into the shell that runs the SDK, the key's team, and how names resolve. */
-export function userLines(opts: { domain: string; port: number; apiKey: string; caFile: string; teamID?: string }): string {
+/**
+ * The lines a user copies into the shell that runs the SDK. The API key is printed only when it
+ * was just made (`apiKey` given); later starts say which file (root's alone) holds it instead.
+ */
+export function userLines(opts: { domain: string; port: number; apiKey?: string; keyFile: string; caFile: string; teamID?: string }): string {
   return [
     `E2B_DOMAIN=${clientDomain(opts.domain, opts.port)}`,
-    `E2B_API_KEY=${opts.apiKey}`,
+    ...(opts.apiKey ? [`E2B_API_KEY=${opts.apiKey}`] : [`# E2B_API_KEY: the key is in ${opts.keyFile} (readable by root only; shown once, when it was made): export E2B_API_KEY=$(sudo cat ${opts.keyFile})`]),
     ...(opts.teamID ? [`# the key's team ID: ${opts.teamID}`] : []),
     `NODE_EXTRA_CA_CERTS=${opts.caFile}`,
     `# export these three in the shell that runs the e2b SDK; *.${opts.domain.endsWith("localhost") ? "localhost" : opts.domain} names must resolve to this machine (libnss-myhostname does this for *.localhost)`,

@@ -26,6 +26,15 @@ export interface Config {
   warmPool: number;
   /** DNS server ("ADDR[:PORT]") sandboxd's resolver and egress proxy look names up with; undefined: the host's. */
   dnsUpstream: string | undefined;
+  /** Memory all sandboxes together may reserve, MiB (paused ones included); undefined: derived from the machine at start. */
+  memoryBudgetMB: number | undefined;
+  /** Disk all sandboxes together may reserve (their disks' full sizes), MiB; undefined: derived from the data dir's free space at start. */
+  diskBudgetMB: number | undefined;
+  /** The most memory one sandbox (its template) may ask for, MiB. */
+  maxSandboxMemoryMB: number;
+  /** Memory and disk one team's sandboxes may reserve, MiB; undefined: only the host budget applies. */
+  teamMemoryMB: number | undefined;
+  teamDiskMB: number | undefined;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -48,6 +57,11 @@ const options: Record<string, Option> = {
   "dns-upstream": { env: "SANDBOXD_DNS_UPSTREAM", help: "DNS server ADDR[:PORT] that sandboxes' resolver and the egress proxy ask (default: the host's resolver)", def: "" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
   "warm-pool": { env: "SANDBOXD_WARM_POOL", help: "started sandboxes kept ready per warm template (the default one, and others for 10 min after use) for creates to claim; 0: off", def: "2" },
+  "memory-budget-mb": { env: "SANDBOXD_MEMORY_BUDGET_MB", help: "MiB of memory all sandboxes together may reserve, paused ones included (auto: total RAM less max(2 GiB, 10%) for the host)", def: "auto" },
+  "disk-budget-mb": { env: "SANDBOXD_DISK_BUDGET_MB", help: "MiB of disk all sandboxes' disks together may reserve at full size (auto: the data dir's free space at start less max(5 GiB, 5% of the filesystem))", def: "auto" },
+  "max-sandbox-memory-mb": { env: "SANDBOXD_MAX_SANDBOX_MEMORY_MB", help: "the most memory one sandbox's template may ask for, MiB (64..1048576)", def: "8192" },
+  "team-memory-mb": { env: "SANDBOXD_TEAM_MEMORY_MB", help: "MiB of memory one team's sandboxes may reserve (0: only the host budget)", def: "0" },
+  "team-disk-mb": { env: "SANDBOXD_TEAM_DISK_MB", help: "MiB of disk one team's sandboxes may reserve (0: only the host budget)", def: "0" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
@@ -66,7 +80,7 @@ export function usage(version: string): string {
     "flags (each also an environment variable):",
   ];
   for (const [name, o] of Object.entries(options)) {
-    lines.push(`  --${name.padEnd(18)} ${o.help}`, `  ${"".padEnd(20)} env ${o.env}; default ${o.def || "(see above)"}`);
+    lines.push(`  --${name.padEnd(22)} ${o.help}`, `  ${"".padEnd(24)} env ${o.env}; default ${o.def || "(see above)"}`);
   }
   return lines.join("\n") + "\n";
 }
@@ -144,8 +158,24 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     if (!/^\d{1,3}$/.test(retention) || Number(retention) < 1 || Number(retention) > 366) throw new Error(`--metrics-retention-days must be a whole number of days from 1 to 366, got '${retention}'`);
     const warmPool = get("warm-pool");
     if (!/^\d{1,2}$/.test(warmPool) || Number(warmPool) > 32) throw new Error(`--warm-pool must be a whole number from 0 to 32, got '${warmPool}'`);
+    /** A MiB figure: `auto` (where allowed) is undefined; 0 passes only where `min` is 0. */
+    const mib = (name: string, min: number, auto: boolean): number | undefined => {
+      const v = get(name);
+      if (auto && v === "auto") return undefined;
+      if (!/^\d{1,8}$/.test(v) || Number(v) < min) {
+        throw new Error(`--${name} must be a whole number of MiB${min > 0 ? ` of at least ${min}` : ""}${auto ? " or auto" : ""}, got '${v}'`);
+      }
+      return Number(v);
+    };
+    const maxSandboxMemoryMB = mib("max-sandbox-memory-mb", 64, false)!;
+    if (maxSandboxMemoryMB > 1 << 20) throw new Error(`--max-sandbox-memory-mb must be at most 1048576, got '${maxSandboxMemoryMB}'`);
     return {
       config: {
+        memoryBudgetMB: mib("memory-budget-mb", 64, true),
+        diskBudgetMB: mib("disk-budget-mb", 64, true),
+        maxSandboxMemoryMB,
+        teamMemoryMB: mib("team-memory-mb", 0, false) || undefined,
+        teamDiskMB: mib("team-disk-mb", 0, false) || undefined,
         domain: checkDomain(get("domain")),
         listenHost: listen.host,
         listenPort: listen.port,

@@ -116,21 +116,27 @@ describe("sandboxd serve: first start, TLS, restart", () => {
     const cert = readFileSync(join(dataDir, "tls", "server.crt"));
     first = await startSandboxd({ dataDir, wait: "lines" });
     assert.equal(first.sdkEnv.E2B_API_KEY, s.sdkEnv.E2B_API_KEY);
+    // The key was shown when it was made; this start says where it is instead.
+    assert.equal(first.logs().includes(s.sdkEnv.E2B_API_KEY), false);
+    assert.match(first.logs(), new RegExp(`^# E2B_API_KEY: the key is in ${join(dataDir, "api-key")} \\(readable by root only`, "m"));
     assert.deepEqual(readFileSync(first.caFile), ca);
     assert.deepEqual(readFileSync(join(dataDir, "tls", "server.crt")), cert);
     const health = await call(first.port, ca, "api.e2b.localhost", "/health");
     assert.ok([200, 503].includes(health.status));
   });
 
-  test("a restart with another domain re-issues the server certificate from the same CA", async () => {
+  test("a restart with another domain replaces the CA (it is constrained to its domain) and the server certificate", async () => {
     const s = first!;
     const ca = readFileSync(s.caFile);
     assert.equal(await s.terminate("SIGTERM"), 0);
     first = await startSandboxd({ dataDir, wait: "lines", args: ["--domain", "sbx.localhost"] });
     assert.equal(first.sdkEnv.E2B_DOMAIN, `sbx.localhost:${first.port}`);
-    assert.deepEqual(readFileSync(first.caFile), ca);
-    const health = await call(first.port, ca, "api.sbx.localhost", "/health");
+    const next = readFileSync(first.caFile);
+    assert.notDeepEqual(next, ca);
+    assert.match(first.logs(), /replaced the local certificate authority with one constrained to the domain/);
+    const health = await call(first.port, next, "api.sbx.localhost", "/health");
     assert.ok([200, 503].includes(health.status));
+    await assert.rejects(call(first.port, ca, "api.sbx.localhost", "/health"));
   });
 
   test("a lost api-key file is replaced by a new key on the next start (the store keeps only hashes)", async () => {

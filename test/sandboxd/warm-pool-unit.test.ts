@@ -1,7 +1,7 @@
 import { afterEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createJsonLogger } from "../../src/common/log.js";
-import { WarmPool, type WarmSandbox } from "../../src/sandboxd/pool/warm-pool.js";
+import { WarmPool, type WarmPoolOptions, type WarmSandbox } from "../../src/sandboxd/pool/warm-pool.js";
 import type { Template } from "../../src/sandboxd/store/templates.js";
 
 const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
@@ -16,13 +16,13 @@ function template(id: string, buildID = "b1"): Template {
 }
 
 /** A pool whose sandboxes are records: `make` takes `makeMs` and fails while `failing` is set. */
-function harness(o: { size: number; templates: () => Template[]; makeMs?: number; busy?: () => boolean }) {
+function harness(o: { size: number; templates: () => Template[]; makeMs?: number; busy?: () => boolean; admit?: WarmPoolOptions["admit"] }) {
   let n = 0;
   const made: string[] = [];
   const removed: string[] = [];
   const state = { failing: false, inFlight: 0, maxInFlight: 0 };
   const pool = new WarmPool({
-    size: o.size, log, templates: o.templates, newID: () => `s${++n}`, foregroundBusy: o.busy ?? (() => false),
+    size: o.size, log, templates: o.templates, newID: () => `s${++n}`, foregroundBusy: o.busy ?? (() => false), admit: o.admit,
     async make(tpl, id, signal): Promise<WarmSandbox> {
       state.inFlight++;
       state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
@@ -31,7 +31,7 @@ function harness(o: { size: number; templates: () => Template[]; makeMs?: number
         signal.throwIfAborted();
         if (state.failing) throw new Error("cannot start");
         made.push(id);
-        return { sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, cpuCount: tpl.cpuCount, addr: { sandboxID: id, ip: "10.0.0.2", envdPort: 49983 }, policyKey: "{}" };
+        return { sandboxID: id, templateID: tpl.id, buildID: tpl.buildID, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskMB: tpl.diskSizeMB, addr: { sandboxID: id, ip: "10.0.0.2", envdPort: 49983 }, policyKey: "{}" };
       } finally {
         state.inFlight--;
       }
@@ -116,6 +116,29 @@ describe("the warm pool", () => {
     // two starts at once, then waits of 1 s and more: at most three rounds in 2.5 s, where a loop would make hundreds
     assert.ok(h.removed.length >= 2 && h.removed.length <= 6, `${h.removed.length} failed starts`);
     h.state.failing = false;
+    await h.pool.close();
+  });
+
+  test("a refill starts only when the budget admits it, counting what the pool holds and starts in flight; shed gives pooled sandboxes back", async () => {
+    const a = template("a");
+    const refused: number[] = [];
+    const h = harness({
+      size: 4, templates: () => [a], makeMs: 50,
+      admit: (need, pooled) => {
+        const ok = pooled.memoryMB + need.memoryMB <= 512;
+        if (!ok) refused.push(pooled.memoryMB);
+        return ok;
+      },
+    });
+    h.pool.start();
+    await until(() => ready(h.pool, "a") === 2 && refused.length > 0);
+    assert.deepEqual(refused.filter((m) => m !== 512), [], "every refusal saw both sandboxes (ready or starting) counted");
+    assert.equal(h.made.length, 2);
+    assert.deepEqual(h.pool.reserved(), { memoryMB: 512, diskMB: 2048 });
+    assert.equal(await h.pool.shed(() => h.pool.reserved().memoryMB <= 256), true);
+    assert.equal(h.removed.length, 1);
+    assert.equal(ready(h.pool, "a"), 1);
+    assert.equal(await h.pool.shed(() => true), false, "nothing is shed when the create already fits");
     await h.pool.close();
   });
 

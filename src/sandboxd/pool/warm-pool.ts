@@ -1,5 +1,6 @@
 import type { Logger } from "../log.js";
 import type { SandboxAddress } from "../runtime/runtime.js";
+import type { Resources } from "../sandboxes/budget.js";
 import type { Template } from "../store/templates.js";
 
 /** A started sandbox waiting in the pool: envd answers, the template's start command has run. */
@@ -8,6 +9,9 @@ export interface WarmSandbox {
   templateID: string;
   buildID: string;
   cpuCount: number;
+  /** The memory and disk it reserves (its template's). */
+  memoryMB: number;
+  diskMB: number;
   addr: SandboxAddress;
   /** The outbound rules it was started with (a policy's JSON), so a claim replaces them only when they differ. */
   policyKey: string;
@@ -31,6 +35,11 @@ export interface WarmPoolOptions {
   foregroundBusy(): boolean;
   /** Which of these sandboxes still run (a pooled sandbox can die: killed, OOM, a host reboot). */
   running?(sandboxIDs: string[]): Promise<Set<string>>;
+  /**
+   * Whether one more pooled sandbox of this size may start now, given what the pool already
+   * reserves; the pool is the first to give way, so this keeps room for a create.
+   */
+  admit?(need: Resources, pooled: Resources): boolean;
 }
 
 /** The pool's figures for /metrics. */
@@ -62,6 +71,8 @@ export class WarmPool {
   private readonly failures = new Map<string, { count: number; until: number }>();
   /** Sandboxes being started, by template build. */
   private readonly filling = new Map<string, Set<Promise<void>>>();
+  /** What the sandboxes being started will reserve. */
+  private readonly fillingSize = new Map<Promise<void>, Resources>();
   private readonly abort = new AbortController();
   private wake?: () => void;
   private loop?: Promise<void>;
@@ -112,6 +123,39 @@ export class WarmPool {
     if (this.closed) return void this.discard(w, "the pool is closed");
     const key = KEY({ id: w.templateID, buildID: w.buildID });
     this.ready.set(key, [w, ...(this.ready.get(key) ?? [])]);
+  }
+
+  /** The memory and disk the pool's sandboxes reserve, ready and being started. */
+  reserved(): Resources {
+    const out = { memoryMB: 0, diskMB: 0 };
+    for (const w of [...this.ready.values()].flat()) {
+      out.memoryMB += w.memoryMB;
+      out.diskMB += w.diskMB;
+    }
+    for (const r of this.fillingSize.values()) {
+      out.memoryMB += r.memoryMB;
+      out.diskMB += r.diskMB;
+    }
+    return out;
+  }
+
+  /**
+   * Removes ready sandboxes, the most recently warmed templates first, until `enough` holds or none is left (a
+   * create that the budget refuses takes precedence over the pool); resolves once they are gone.
+   * True when something was removed.
+   */
+  async shed(enough: () => boolean): Promise<boolean> {
+    const gone: Promise<void>[] = [];
+    for (const [key, list] of [...this.ready].reverse()) {
+      while (list.length > 0 && !enough()) {
+        const w = list.pop()!;
+        this.o.log.info({ sandboxID: w.sandboxID, templateID: w.templateID }, "warm pool: giving a pooled sandbox's memory and disk to a create");
+        gone.push(this.o.remove(w.sandboxID).catch((err: Error) => this.o.log.error({ sandboxID: w.sandboxID, err: err.message }, "warm pool: removing a pooled sandbox failed")));
+      }
+      if (list.length === 0) this.ready.delete(key);
+    }
+    await Promise.all(gone);
+    return gone.length > 0;
   }
 
   /** Wakes the refill loop (a template was spawned, a sandbox taken). */
@@ -193,15 +237,23 @@ export class WarmPool {
         await this.sleep(BUSY_WAIT_MS);
         continue;
       }
-      const key = KEY(short[0]);
+      const next = short[0];
+      const size = { memoryMB: next.memoryMB, diskMB: next.diskSizeMB };
+      if (this.o.admit && !this.o.admit(size, this.reserved())) {
+        await this.sleep(IDLE_TICK_MS);
+        continue;
+      }
+      const key = KEY(next);
       const set = this.filling.get(key) ?? new Set();
       this.filling.set(key, set);
-      const p: Promise<void> = this.fill(short[0]).finally(() => {
+      const p: Promise<void> = this.fill(next).finally(() => {
         set.delete(p);
+        this.fillingSize.delete(p);
         if (set.size === 0 && this.filling.get(key) === set) this.filling.delete(key);
         this.kick();
       });
       set.add(p);
+      this.fillingSize.set(p, size);
     }
   }
 

@@ -12,7 +12,8 @@ export function assertReachableBySandboxes(path: string, what: string): void {
     const st = statSync(dir, { throwIfNoEntry: false });
     if (!st) throw new Error(`${what} ${path} does not exist (${dir} is missing)`);
     const mapped = st.uid >= MAPPED_ROOT && st.uid < MAPPED_ROOT + MAPPED_RANGE;
-    if (!mapped && (st.mode & 0o001) === 0) {
+    const viaGroup = st.gid === MAPPED_ROOT && (st.mode & 0o010) !== 0;
+    if (!mapped && !viaGroup && (st.mode & 0o001) === 0) {
       throw new Error(`${what} ${path} is not reachable by sandbox root (host uid ${MAPPED_ROOT}): ${dir} has mode ${(st.mode & 0o777).toString(8)}; run chmod o+x ${dir} or choose another location`);
     }
     if (dir === "/") return;

@@ -4,6 +4,7 @@ import type { Runtime } from "../runtime/runtime.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
+import { admit, checkSize, fits, reserved, type Budget, type Resources } from "./budget.js";
 import { ApiError } from "./errors.js";
 import type { CreateInput } from "./inputs.js";
 import { launch } from "./launch.js";
@@ -20,6 +21,7 @@ export interface CreateDeps {
   log: Logger;
   serial: <T>(key: string, fn: () => Promise<T>) => Promise<T>;
   warm: ServicePool;
+  budget: Budget;
   /** Creates in flight and when the last ended (the pool's refills wait on them). */
   activity: { creating: number; lastCreated: number };
   secret(): string;
@@ -49,7 +51,17 @@ export async function createSandbox(d: CreateDeps, teamID: string, input: Create
   if (!publicTraffic && !input.secure) throw new ApiError(400, "You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.");
   if (input.secure && !versionAtLeast(tpl.envdVersion, "0.2.0")) throw new ApiError(400, `Template '${input.templateID}' must be rebuilt for secure sandbox access (its envd is older than 0.2.0)`);
   const max = store.teams.get(teamID)?.maxConcurrent ?? 100;
+  const need: Resources = { memoryMB: tpl.memoryMB, diskMB: tpl.diskSizeMB };
+  checkSize(d.budget, input.templateID, need);
   const pooled = await d.warm.take(tpl);
+  // The pool's sandboxes count against the host budget (a claimed one has left it); pooled
+  // sandboxes of other templates give way to a create that would not fit beside them.
+  const hostUsed = (): Resources => {
+    const rows = reserved(store.sandboxes.all());
+    const pool = d.warm.pool.reserved();
+    return { memoryMB: rows.memoryMB + pool.memoryMB, diskMB: rows.diskMB + pool.diskMB };
+  };
+  if (!fits(hostUsed(), need, d.budget.host)) await d.warm.pool.shed(() => fits(hostUsed(), need, d.budget.host));
   const id = pooled?.sandboxID ?? newSandboxID();
   const now = new Date().toISOString();
   const row: SandboxRow = {
@@ -63,6 +75,7 @@ export async function createSandbox(d: CreateDeps, teamID: string, input: Create
       if (store.sandboxes.countLive(teamID) >= max) {
         throw new ApiError(429, `you have reached the maximum number of concurrent E2B sandboxes (${max}). If you need more, please visit 'https://e2b.dev/docs/billing'`);
       }
+      admit(d.budget, hostUsed(), reserved(store.sandboxes.listByTeam(teamID)), need);
       store.sandboxes.insert(row);
       store.templates.spawned(tpl.id, now);
     });

@@ -47,7 +47,7 @@ export async function makeWarm(runtime: Runtime, tpl: Template, sandboxID: strin
   signal.throwIfAborted();
   const code = await runCommand({ ip: addr.ip, port: addr.envdPort, user, cwd: tpl.defaultWorkdir ?? undefined }, "true", 10_000);
   if (code !== 0) throw new Error(`the warm-up command exited ${code}`);
-  return { sandboxID, templateID: tpl.id, buildID: tpl.buildID, cpuCount: tpl.cpuCount, addr, policyKey: policyKey(OPEN_POLICY) };
+  return { sandboxID, templateID: tpl.id, buildID: tpl.buildID, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskMB: tpl.diskSizeMB, addr, policyKey: policyKey(OPEN_POLICY) };
 }
 
 /**

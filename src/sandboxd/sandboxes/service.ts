@@ -22,6 +22,7 @@ import { detailBody, listedBody, sandboxBody } from "./views.js";
 import { checkTimeoutFor, keptAliveUntil, withNetworkUpdate } from "./row-updates.js";
 import { templateAliasBody } from "./resolve.js";
 import { evictExpired } from "./evict.js";
+import { fits, reserved, type Budget } from "./budget.js";
 
 type Body = Record<string, unknown>;
 
@@ -71,6 +72,8 @@ export function createSandboxService(opts: {
   store: Store; runtime: Runtime; log: Logger; domain: string; onStarted?: (teamID: string) => void;
   /** Started sandboxes kept per warm template (0: none); the default template is always kept warm. */
   warmPoolSize?: number; defaultTemplateID?: string;
+  /** What sandboxes may reserve: creates past it get 429, and the warm pool fills only below it. */
+  budget: Budget;
 }): SandboxService {
   const { store, runtime, log } = opts;
   const index = createSandboxIndex();
@@ -81,7 +84,11 @@ export function createSandboxService(opts: {
   const activity = { creating: 0, lastCreated: 0 };
   // Refills wait while creates run and just after one: its caller's first requests come next.
   const foregroundBusy = () => activity.creating > 0 || Date.now() - activity.lastCreated < QUIET_AFTER_CREATE_MS;
-  const warm = createServicePool({ store, runtime, log, size: opts.warmPoolSize ?? 0, defaultTemplateID: opts.defaultTemplateID, foregroundBusy });
+  // A refill leaves room for one more sandbox of its size beside it, so a create never finds the
+  // last of the budget taken by the pool (and a create that still does not fit sheds pooled ones).
+  const admitPooled = (need: Budget["host"], pooled: Budget["host"]) =>
+    fits(reserved(store.sandboxes.all()), { memoryMB: pooled.memoryMB + 2 * need.memoryMB, diskMB: pooled.diskMB + 2 * need.diskMB }, opts.budget.host);
+  const warm = createServicePool({ store, runtime, log, size: opts.warmPoolSize ?? 0, defaultTemplateID: opts.defaultTemplateID, foregroundBusy, admit: admitPooled });
 
   const secret = () => installSecret(store);
   const tokenOf = (row: SandboxRow) => (row.secure ? envdAccessToken(secret(), row.id) : undefined);
@@ -125,7 +132,7 @@ export function createSandboxService(opts: {
     }, totalMs);
 
   const create = (teamID: string, input: CreateInput) =>
-    createSandbox({ store, runtime, log, serial, warm, activity, secret, tokenOf, policyOf, publish, init, checkTimeout, onStarted: opts.onStarted, dropRoute: (id) => index.delete(id) }, teamID, input);
+    createSandbox({ store, runtime, log, serial, warm, activity, budget: opts.budget, secret, tokenOf, policyOf, publish, init, checkTimeout, onStarted: opts.onStarted, dropRoute: (id) => index.delete(id) }, teamID, input);
 
   const resumePaused = async (row: SandboxRow, timeout: number, autoPause?: boolean): Promise<Body> => {
     await runtime.thaw(row.id);

@@ -1,6 +1,7 @@
 import type { Logger } from "../log.js";
 import { WarmPool } from "../pool/warm-pool.js";
 import type { Runtime } from "../runtime/runtime.js";
+import type { Resources } from "./budget.js";
 import { randomId } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
@@ -16,7 +17,7 @@ export const newSandboxID = (): string => "i" + randomId(20);
  * The service's warm pool: the default template always, and each other template for ten minutes
  * after it was last used to create a sandbox, most recently used first.
  */
-export function createServicePool(o: { store: Store; runtime: Runtime; log: Logger; size: number; defaultTemplateID?: string; foregroundBusy(): boolean }) {
+export function createServicePool(o: { store: Store; runtime: Runtime; log: Logger; size: number; defaultTemplateID?: string; foregroundBusy(): boolean; admit(need: Resources, pooled: Resources): boolean }) {
   const used = new Map<string, number>();
   const templates = (): Template[] => {
     const now = Date.now();
@@ -25,7 +26,7 @@ export function createServicePool(o: { store: Store; runtime: Runtime; log: Logg
     return ids.map((id) => o.store.templates.get(id)).filter((t): t is Template => !!t && poolable(t));
   };
   const pool = new WarmPool({
-    size: o.size, log: o.log, templates, newID: newSandboxID, foregroundBusy: o.foregroundBusy,
+    size: o.size, log: o.log, templates, newID: newSandboxID, foregroundBusy: o.foregroundBusy, admit: o.admit,
     make: (tpl, id, signal) => makeWarm(o.runtime, tpl, id, signal),
     remove: (id) => o.runtime.remove(id),
     running: async (ids) => {

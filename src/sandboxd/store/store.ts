@@ -1,3 +1,4 @@
+import { chmodSync, closeSync, existsSync, openSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { apiKeysTable, type ApiKeys } from "./api-keys.js";
 import { buildsTable, type Builds } from "./builds.js";
@@ -24,8 +25,19 @@ export interface Store {
   close(): void;
 }
 
-/** Opens (creating it if needed) the store at `file`, in WAL mode, migrated to the latest schema. */
+/**
+ * Makes the store's file, and its WAL and shared-memory files where they exist, readable by root
+ * only: it holds the install secret every access token derives from. SQLite gives the files it
+ * makes later the database file's own mode.
+ */
+function restrictStoreFiles(file: string): void {
+  closeSync(openSync(file, "a", 0o600));
+  for (const f of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) if (existsSync(f)) chmodSync(f, 0o600);
+}
+
+/** Opens (creating it if needed) the store at `file` (mode 0600), in WAL mode, migrated to the latest schema. */
 export function openStore(file: string): Store {
+  restrictStoreFiles(file);
   const db = new DatabaseSync(file);
   try {
     db.exec("PRAGMA journal_mode = WAL");

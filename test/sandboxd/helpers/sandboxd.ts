@@ -24,7 +24,7 @@ export interface Sandboxd {
   apiKey: string;
   caFile: string;
   dataDir: string;
-  /** E2B_DOMAIN, E2B_API_KEY and NODE_EXTRA_CA_CERTS as sandboxd printed them. */
+  /** E2B_DOMAIN and NODE_EXTRA_CA_CERTS as sandboxd printed them, E2B_API_KEY as printed or, after the first start, as its key file holds it. */
   sdkEnv: Record<string, string>;
   /** Everything sandboxd wrote (stdout, then stderr's JSON log lines). */
   logs(): string;
@@ -204,7 +204,9 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  const sdkEnv = { E2B_DOMAIN: line("E2B_DOMAIN")!, E2B_API_KEY: line("E2B_API_KEY")!, NODE_EXTRA_CA_CERTS: line("NODE_EXTRA_CA_CERTS")! };
+  // The key is printed only by the start that made it; later starts leave it in <data dir>/api-key.
+  const apiKey = line("E2B_API_KEY") ?? readFileSync(join(dataDir, "api-key"), "utf8").trim();
+  const sdkEnv = { E2B_DOMAIN: line("E2B_DOMAIN")!, E2B_API_KEY: apiKey, NODE_EXTRA_CA_CERTS: line("NODE_EXTRA_CA_CERTS")! };
   const ca = readFileSync(sdkEnv.NODE_EXTRA_CA_CERTS);
 
   const terminate = async (signal: NodeJS.Signals = "SIGTERM") => {

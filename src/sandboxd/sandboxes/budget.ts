@@ -1,0 +1,98 @@
+import { statfsSync } from "node:fs";
+import { totalmem } from "node:os";
+import type { SandboxRow } from "../store/sandboxes.js";
+import { ApiError } from "./errors.js";
+
+/** Memory and disk, MiB. */
+export interface Resources {
+  memoryMB: number;
+  diskMB: number;
+}
+
+/** The limits sandboxes are admitted against, MiB. */
+export interface Budget {
+  /** What all sandboxes together (and the warm pool) may reserve on this host. */
+  host: Resources;
+  /** What one team's sandboxes may reserve; undefined: only the host budget applies. */
+  team: Partial<Resources>;
+  /** The most memory one sandbox may ask for. */
+  maxSandboxMemoryMB: number;
+}
+
+const MiB = 2 ** 20;
+
+/**
+ * The host's memory budget when none is configured: total RAM less what the host, sandboxd and
+ * the page cache need (2 GiB or a tenth of RAM, whichever is more).
+ */
+export function defaultMemoryBudgetMB(totalBytes = totalmem()): number {
+  const total = Math.floor(totalBytes / MiB);
+  return Math.max(0, total - Math.max(2048, Math.ceil(total / 10)));
+}
+
+/**
+ * The host's disk budget when none is configured: the free space of the data dir's filesystem at
+ * start, less a floor kept free for the host, the store and template layers (5 GiB or a
+ * twentieth of the filesystem, whichever is more). Sandboxes' disks are sparse files, so their
+ * full sizes are what they may come to take.
+ */
+export function defaultDiskBudgetMB(dataDir: string): number {
+  const st = statfsSync(dataDir);
+  const free = Math.floor((Number(st.bavail) * Number(st.bsize)) / MiB);
+  const size = Math.floor((Number(st.blocks) * Number(st.bsize)) / MiB);
+  return Math.max(0, free - Math.max(5120, Math.ceil(size / 20)));
+}
+
+/** What a sandbox row holds: every state keeps its memory (a paused sandbox is frozen in RAM) and its disk. */
+export function reserved(rows: Iterable<SandboxRow>): Resources {
+  const out = { memoryMB: 0, diskMB: 0 };
+  for (const r of rows) {
+    out.memoryMB += r.memoryMB;
+    out.diskMB += r.diskSizeMB;
+  }
+  return out;
+}
+
+const add = (a: Resources, b: Resources): Resources => ({ memoryMB: a.memoryMB + b.memoryMB, diskMB: a.diskMB + b.diskMB });
+
+/** Whether `need` more fits beside `used` within `limit` (a limit left undefined always fits). */
+export function fits(used: Resources, need: Resources, limit: Partial<Resources>): boolean {
+  const t = add(used, need);
+  return (limit.memoryMB === undefined || t.memoryMB <= limit.memoryMB) && (limit.diskMB === undefined || t.diskMB <= limit.diskMB);
+}
+
+/**
+ * Refuses, with 400, a sandbox that could never be admitted: more memory than one sandbox may
+ * have, or more memory or disk than the whole host or team budget.
+ */
+export function checkSize(b: Budget, templateID: string, need: Resources): void {
+  if (need.memoryMB > b.maxSandboxMemoryMB) {
+    throw new ApiError(400, `Template '${templateID}' asks for ${need.memoryMB} MiB of memory; this server allows at most ${b.maxSandboxMemoryMB} MiB per sandbox (--max-sandbox-memory-mb): rebuild the template with less memory`);
+  }
+  for (const [what, limit, scope] of [
+    ["memory", b.host.memoryMB, "the host's sandbox memory budget"],
+    ["disk", b.host.diskMB, "the host's sandbox disk budget"],
+    ["memory", b.team.memoryMB, "the team's memory quota"],
+    ["disk", b.team.diskMB, "the team's disk quota"],
+  ] as const) {
+    const n = what === "memory" ? need.memoryMB : need.diskMB;
+    if (limit !== undefined && n > limit) throw new ApiError(400, `Template '${templateID}' asks for ${n} MiB of ${what}, more than ${scope} (${limit} MiB) allows any sandbox`);
+  }
+}
+
+/**
+ * Admits one more sandbox of `need` beside what the team's sandboxes (`team`) and all of the
+ * host's (`host`, the warm pool included) reserve; throws 429 (the SDK's RateLimitError) naming
+ * the resource that ran out.
+ */
+export function admit(b: Budget, host: Resources, team: Resources, need: Resources): void {
+  const message = (scope: string, what: keyof Resources, used: Resources, limit: number) => {
+    const noun = what === "memoryMB" ? "memory" : "disk";
+    return `you have reached the maximum ${noun} for concurrent E2B sandboxes (${scope}: ${used[what]} of ${limit} MiB in use, this sandbox needs ${need[what]} MiB; paused sandboxes keep theirs). Kill sandboxes to free ${noun}`;
+  };
+  for (const what of ["memoryMB", "diskMB"] as const) {
+    const t = b.team[what];
+    if (t !== undefined && team[what] + need[what] > t) throw new ApiError(429, message("the team's quota", what, team, t));
+    if (host[what] + need[what] > b.host[what]) throw new ApiError(429, message("this host's sandbox budget", what, host, b.host[what]));
+  }
+}
