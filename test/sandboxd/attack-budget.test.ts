@@ -4,13 +4,12 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
 import { runSdk } from "./helpers/sdk-run.js";
 import { NODE, ROOT, sandboxSkipReason, startSandboxd, waitWarmPool, warmPoolReady, type Sandboxd } from "./helpers/sandboxd.js";
 
 const skip = sandboxSkipReason();
 
-/** The host uid and gid sandbox root maps to (the data dir's group). */
-const MAPPED_ROOT = 100_000;
 
 /** Prelude of the SDK scripts: `attempt` creates and reports a refusal's class and message instead of throwing. */
 const PRELUDE = `

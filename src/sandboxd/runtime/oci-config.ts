@@ -144,8 +144,9 @@ export function ociConfig(p: BundleParams): object {
       sysctl: { "net.ipv4.ping_group_range": `0 ${MAPPED_RANGE - 1}` },
       resources: {
         devices: [{ allow: false, access: "rwm" }],
-        // swap as large as the memory limit again (Docker's default for --memory alone)
-        memory: { limit: memory, swap: 2 * memory },
+        // memory+swap equal to the limit: no swap on top, so memoryMB is the sandbox's whole
+        // footprint, as the host budget counts it
+        memory: { limit: memory, swap: memory },
         cpu: { quota: Math.round(p.cpuCount * period), period, shares: p.background ? BACKGROUND_CPU_SHARES : cpuShares(p.cpuCount) },
         pids: { limit: p.pidsLimit },
       },
