@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     const printOnly = rest.includes("--print");
     const parsedSetup = parseConfig(["serve", ...rest.filter((a) => a !== "--print")], process.env, version);
     if ("print" in parsedSetup) {
-      (parsedSetup.exitCode === 0 ? process.stdout : process.stderr).write(parsedSetup.print.replace("sandboxd serve", "sandboxd setup"));
+      (parsedSetup.exitCode === 0 ? process.stdout : process.stderr).write(parsedSetup.print);
       process.exit(parsedSetup.exitCode);
     }
     const { runSetup } = await import("./host/setup.js");
