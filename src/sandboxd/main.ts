@@ -1,6 +1,6 @@
 import { runAdmin } from "./admin/cli.js";
 import { parseConfig } from "./config.js";
-import { sandboxdVersion } from "./cli.js";
+import { resolveEnvdDir, sandboxdVersion } from "./cli.js";
 import { startApp } from "./app.js";
 import { createLogger } from "./log.js";
 import { checkHost, describeMissing, HOST_UNFIT_EXIT } from "./host/prereqs.js";
@@ -43,7 +43,13 @@ async function main(): Promise<void> {
   }
   // Every host prerequisite is checked before anything is made or listened on: a host that lacks
   // one gets the whole list and the apt-get line at once, not a failure per missing tool later.
-  const missing = checkHost({ dataDir: parsed.config.dataDir, cacheDir: parsed.config.cacheDir, domain: parsed.config.domain, baseBuilt: !!cachedBaseRootfs(parsed.config.cacheDir) });
+  let envdDir: string | undefined;
+  try {
+    envdDir = resolveEnvdDir(parsed.config.envdDir, version);
+  } catch {
+    // startApp says what is missing
+  }
+  const missing = checkHost({ dataDir: parsed.config.dataDir, cacheDir: parsed.config.cacheDir, domain: parsed.config.domain, baseBuilt: !!cachedBaseRootfs(parsed.config.cacheDir), envdDir });
   if (missing.length > 0) {
     process.stderr.write(describeMissing(missing));
     process.exit(HOST_UNFIT_EXIT);

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { release, tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT } from "./helpers/sandboxd.js";
+import { envdArtifactDir, ROOT } from "./helpers/sandboxd.js";
 
 const SANDBOXD = join(ROOT, "dist", "sandboxd");
 const ENVD = join(ROOT, "dist", "envd");
@@ -107,6 +107,16 @@ describe("serve checks the host before it listens", { skip: IS_ROOT ? false : "s
     const r = run(SANDBOXD, serveArgs(join(scratch, "data-many")), { PATH: toolDir(["runc", "nft", "ip", "debootstrap"]) });
     assert.equal(r.status, 3, r.stderr);
     assert.match(r.stderr, /^  apt-get install -y --no-install-recommends runc nftables iproute2 debootstrap$/m);
+  });
+
+  test("a checkout or data dir under a 0700 directory (as /root is): serve names the directory sandboxes cannot pass and the chmod", () => {
+    const home = mkdtempSync(join(scratch, "home-"));
+    chmodSync(home, 0o700);
+    symlinkSync(envdArtifactDir(), join(home, "envd"));
+    const r = run(SANDBOXD, [...serveArgs(join(home, "data")), "--envd-dir", join(home, "envd")], { PATH: toolDir([]) });
+    assert.equal(r.status, 3, r.stderr);
+    assert.match(r.stderr, new RegExp(`^  - the data dir reachable by sandboxes: the data dir ${home}/x is not reachable by sandbox root \\(host uid 100000\\): ${home} has mode 700; chmod o\\+x ${home} or choose another location$`, "m"));
+    assert.match(r.stderr, new RegExp(`^  - the envd directory reachable by sandboxes: .*${home} has mode 700; chmod o\\+x ${home}`, "m"));
   });
 
   test("with everything present, setup --print prints no line and exits 0", () => {

@@ -2,6 +2,7 @@ import { accessSync, constants, existsSync, readdirSync, readFileSync, statfsSyn
 import { delimiter, dirname, join } from "node:path";
 import { release } from "node:os";
 import { cgroupMounts } from "../runtime/cgroups.js";
+import { assertReachableBySandboxes } from "../runtime/reach.js";
 
 /** One thing this host lacks, what it is for, and the Debian package (or the step) that brings it. */
 export interface Missing {
@@ -25,6 +26,8 @@ export interface HostCheckOptions {
   baseBuilt: boolean;
   /** The PATH tools are run from (sandboxd spawns them by name); default: this process's. */
   path?: string;
+  /** The envd artifact directory sandboxes bind-mount, when one was found. */
+  envdDir?: string;
 }
 
 /** The exit status of `serve` when the host lacks a prerequisite (the unit does not restart on it). */
@@ -130,12 +133,27 @@ function enabledControllers(): Set<string> {
   return on;
 }
 
-/** Bytes free to unprivileged writers at `dir`, or at its nearest existing parent (it may not exist yet). */
-function freeBytes(dir: string): number {
+/** `dir`, or its nearest existing parent (the data and cache dirs may not exist yet). */
+function existing(dir: string): string {
   let d = dir;
   while (!existsSync(d) && dirname(d) !== d) d = dirname(d);
-  const s = statfsSync(d);
+  return d;
+}
+
+/** Bytes free to unprivileged writers at `dir`, or at its nearest existing parent. */
+function freeBytes(dir: string): number {
+  const s = statfsSync(existing(dir));
   return Number(s.bavail) * Number(s.bsize);
+}
+
+/** Why sandbox root cannot reach `path` (a directory of /root's mode 0700 on the way), or undefined. */
+function unreachable(path: string, what: string): string | undefined {
+  try {
+    assertReachableBySandboxes(path, what);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
 }
 
 const gib = (n: number) => `${(n / 1024 ** 3).toFixed(2)} GiB`;
@@ -178,6 +196,13 @@ export function checkHost(opts: HostCheckOptions): Missing[] {
   }
   if (!overlayAvailable()) {
     missing.push({ what: "overlayfs", why: "the kernel has no overlay filesystem (each sandbox's root is an overlay)", fix: "load the overlay module (modprobe overlay) or use a kernel with CONFIG_OVERLAY_FS" });
+  }
+  // Sandboxes bind-mount envd and their layers from these paths inside their user namespace, where
+  // a host directory grants only its "other" bits: a checkout under /root (0700) fails here.
+  const reach: [string, string][] = [["the data dir", join(existing(opts.dataDir), "x")], ...(opts.envdDir ? ([["the envd directory", join(opts.envdDir, "envd")]] as [string, string][]) : [])];
+  for (const [what, path] of reach) {
+    const why = unreachable(path, what);
+    if (why) missing.push({ what: `${what} reachable by sandboxes`, why: why.replace(/; run (chmod .*)$/, ""), fix: /; run (chmod .*)$/.exec(why)?.[1] ?? "choose another location" });
   }
   const disks: [string, string][] = [["data dir", opts.dataDir], ...(opts.baseBuilt ? [] : ([["cache dir", opts.cacheDir]] as [string, string][]))];
   for (const [name, dir] of disks) {
