@@ -28,7 +28,7 @@ npx esbuild src/envd/main.ts --bundle --platform=node --target=node24 --format=c
   --outfile=dist/envd.cjs --log-level=warning \
   --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
   --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:ENVD_REST='"file"' \
-  --define:import.meta.url=undefined --banner:js='#!/usr/bin/env node'
+  --define:import.meta.url=undefined
 npx esbuild src/envd/rest.ts --bundle --platform=node --target=node24 --format=cjs \
   --outfile=dist/envd-rest.cjs --log-level=warning \
   --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
@@ -36,20 +36,26 @@ npx esbuild src/envd/rest.ts --bundle --platform=node --target=node24 --format=c
   --define:ENVD_VERSION="\"$VERSION\"" --define:ENVD_BUNDLED=true --define:ENVD_REST='"file"' \
   --define:import.meta.url=undefined
 node scripts/code-cache.mjs dist/envd-rest.cjs dist/envd-rest.cache
-# dist/envd is a link to envd.cjs: Node runs a main module named .cjs on its plain CommonJS path,
-# while an extensionless one (the file itself, or a loader file requiring envd.cjs) cost 0.2 MiB of
-# idle RSS and ~10 ms of start (medians of 7 and 9 starts).
+# dist/envd and dist/sandboxd are launchers (scripts/launcher.sh): each runs its bundle on the
+# project's Node (node_modules/.bin/node, found beside the launcher), whatever `node` PATH finds
+# first (Debian's Node 20 has no node:sqlite). The bundle is Node's main module under its .cjs name:
+# an extensionless main module (the file itself, or a loader file requiring envd.cjs) cost 0.2 MiB
+# of idle RSS and ~10 ms of start (medians of 7 and 9 starts). The launcher's /bin/sh costs what
+# `#!/usr/bin/env node` cost (one exec before Node's; 400 interleaved runs each, medians within
+# 0.3 ms). Run by node itself (`node dist/envd`), the same file requires the bundle.
 rm -f dist/envd dist/envd.map
-chmod +x dist/envd.cjs
-ln -s envd.cjs dist/envd
+chmod -x dist/envd.cjs
+scripts/launcher.sh envd envd.cjs > dist/envd
+chmod +x dist/envd
 chmod -x dist/envd-rest.cjs
 
 # sandboxd, the control plane: one CommonJS file for Node 24 (node:sqlite built in), no native addon.
 npx esbuild src/sandboxd/main.ts --bundle --platform=node --target=node24 --format=cjs \
-  --outfile=dist/sandboxd --log-level=warning \
+  --outfile=dist/sandboxd.cjs --log-level=warning \
   --minify-whitespace --minify-syntax --legal-comments=none --sourcemap=linked \
-  --define:SANDBOXD_VERSION="\"$VERSION\"" --define:import.meta.url=undefined \
-  --banner:js='#!/usr/bin/env node'
+  --define:SANDBOXD_VERSION="\"$VERSION\"" --define:import.meta.url=undefined
+rm -f dist/sandboxd dist/sandboxd.map
+scripts/launcher.sh sandboxd sandboxd.cjs 24 > dist/sandboxd
 chmod +x dist/sandboxd
 
 # The dashboard sandboxd serves at https://<domain>/: its page and styles, and one script with

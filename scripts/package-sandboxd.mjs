@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Builds dist/sandboxd-<version>-linux-<arch>.tar.gz (run by `./build.sh --artifact`, after envd's):
 //   sandboxd          launcher: runs the bundle with the Node shipped beside it
-//   lib/sandboxd.cjs  the bundle (dist/sandboxd), lib/node the Node 24 binary (node:sqlite built in)
+//   lib/sandboxd.cjs  the bundle (dist/sandboxd.cjs), lib/node the Node 24 binary (node:sqlite built in)
 //   envd/             the envd release artifact sandboxes run (the default --envd-dir)
+//   sandboxd.service  the systemd unit, install.sh installs the release and enables the unit
 // System tools it calls at run time: openssl, runc, ip, nft, mount, debootstrap, tini.
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -19,13 +20,13 @@ const TARBALL = join(DIST, `${NAME}.tar.gz`);
 const NODE = join(ROOT, "node_modules", `node-linux-${ARCH}`, "bin", "node");
 const ENVD = join(DIST, `envd-${VERSION}-linux-${ARCH}`);
 
-for (const [what, path] of [["dist/sandboxd (run ./build.sh)", join(DIST, "sandboxd")], ["the Node 24 binary (npm ci)", NODE], ["the envd artifact (scripts/package-sea.mjs)", join(ENVD, "envd")]]) {
+for (const [what, path] of [["dist/sandboxd.cjs (run ./build.sh)", join(DIST, "sandboxd.cjs")], ["the Node 24 binary (npm ci)", NODE], ["the envd artifact (scripts/package-sea.mjs)", join(ENVD, "envd")]]) {
   if (!existsSync(path)) throw new Error(`package-sandboxd: ${what} is missing: ${path}`);
 }
 
 rmSync(STAGE, { recursive: true, force: true });
 mkdirSync(join(STAGE, "lib"), { recursive: true });
-copyFileSync(join(DIST, "sandboxd"), join(STAGE, "lib", "sandboxd.cjs"));
+copyFileSync(join(DIST, "sandboxd.cjs"), join(STAGE, "lib", "sandboxd.cjs"));
 writeFileSync(join(STAGE, "lib", "package.json"), '{"type":"commonjs"}\n');
 copyFileSync(NODE, join(STAGE, "lib", "node"));
 chmodSync(join(STAGE, "lib", "node"), 0o755);
@@ -45,6 +46,9 @@ exec "$here/lib/node" "$here/lib/sandboxd.cjs" "$@"
 );
 chmodSync(join(STAGE, "sandboxd"), 0o755);
 writeFileSync(join(STAGE, "VERSION"), `${VERSION}\n`);
+copyFileSync(join(ROOT, "packaging", "sandboxd.service"), join(STAGE, "sandboxd.service"));
+copyFileSync(join(ROOT, "packaging", "sandboxd-install.sh"), join(STAGE, "install.sh"));
+chmodSync(join(STAGE, "install.sh"), 0o755);
 
 const out = execFileSync(join(STAGE, "sandboxd"), ["--version"], { encoding: "utf8", env: { PATH: "/usr/bin:/bin" } }).trim();
 if (out !== VERSION) throw new Error(`staged sandboxd --version printed '${out}', expected ${VERSION}`);

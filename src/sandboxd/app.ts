@@ -5,6 +5,7 @@ import { startEgressServices, type EgressServices } from "./network/services.js"
 import type { Config } from "./config.js";
 import { resolveEnvdDir, userLines } from "./cli.js";
 import { ensureBaseRootfs } from "./images/base.js";
+import { describeProgress } from "./images/progress.js";
 import type { Logger } from "./log.js";
 import { createProxy } from "./proxy/proxy.js";
 import type { RouteIndex } from "./proxy/target.js";
@@ -121,8 +122,9 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   let closing = false;
   const metrics = createMetrics({ store, log, retentionS: config.metricsRetentionDays * 86400 });
   const boot = async () => {
-    state = { ready: false, reason: "building the base template (the first start on a machine takes minutes)" };
-    const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log });
+    const building = "building the base template (the first start on a machine takes minutes)";
+    state = { ready: false, reason: building };
+    const rootfs = await ensureBaseRootfs({ cacheDir: config.cacheDir, log, onProgress: (p) => (state = { ready: false, reason: `${building}: ${describeProgress(p)}` }) });
     if (closing) return;
     const templateID = registerBaseTemplate(store, { rootfs, envdVersion: ENVD_COMPATIBLE_VERSION });
     log.info({ templateID, rootfs }, "base template ready");

@@ -72,6 +72,7 @@ export function usage(version: string): string {
     `sandboxd ${version}: a control plane for E2B-compatible sandboxes on one Linux machine`,
     "",
     "usage: sandboxd serve [flags]",
+    "       sandboxd setup [--print] [--data-dir D] [--cache-dir D] [--domain D]   apt-get install what serve lacks (--print: only print the line)",
     "       sandboxd keys create --team T | keys list | keys revoke <id|key>   [--data-dir D]",
     "       sandboxd teams list | teams set T [--name N] [--max-concurrent N] [--max-length-hours H]   [--data-dir D]",
     "       sandboxd template build -f Dockerfile --name NAME [--cpu N] [--memory MIB] | template list",

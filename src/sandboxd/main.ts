@@ -1,8 +1,10 @@
 import { runAdmin } from "./admin/cli.js";
 import { parseConfig } from "./config.js";
-import { sandboxdVersion } from "./cli.js";
+import { resolveEnvdDir, sandboxdVersion } from "./cli.js";
 import { startApp } from "./app.js";
 import { createLogger } from "./log.js";
+import { checkHost, describeMissing, HOST_UNFIT_EXIT } from "./host/prereqs.js";
+import { cachedBaseRootfs } from "./images/base.js";
 
 /** Entry point: flags → start → on SIGTERM/SIGINT stop accepting and exit 0, leaving sandboxes running. */
 async function main(): Promise<void> {
@@ -20,10 +22,37 @@ async function main(): Promise<void> {
     const { templateCli } = await import("./templates/cli.js");
     process.exit(await templateCli(process.argv.slice(3), process.env, process.stdout, process.stderr));
   }
+  if (command === "setup") {
+    // setup takes serve's flags (data and cache dirs, domain: what the checks look at) and --print.
+    const rest = process.argv.slice(3);
+    const printOnly = rest.includes("--print");
+    const parsedSetup = parseConfig(["serve", ...rest.filter((a) => a !== "--print")], process.env, version);
+    if ("print" in parsedSetup) {
+      (parsedSetup.exitCode === 0 ? process.stdout : process.stderr).write(parsedSetup.print);
+      process.exit(parsedSetup.exitCode);
+    }
+    const { runSetup } = await import("./host/setup.js");
+    const c = parsedSetup.config;
+    process.exitCode = runSetup({ dataDir: c.dataDir, cacheDir: c.cacheDir, domain: c.domain, baseBuilt: !!cachedBaseRootfs(c.cacheDir), printOnly }, { out: process.stdout, err: process.stderr });
+    return;
+  }
   const parsed = parseConfig(process.argv.slice(2), process.env, version);
   if ("print" in parsed) {
     (parsed.exitCode === 0 ? process.stdout : process.stderr).write(parsed.print);
     process.exit(parsed.exitCode);
+  }
+  // Every host prerequisite is checked before anything is made or listened on: a host that lacks
+  // one gets the whole list and the apt-get line at once, not a failure per missing tool later.
+  let envdDir: string | undefined;
+  try {
+    envdDir = resolveEnvdDir(parsed.config.envdDir, version);
+  } catch {
+    // startApp says what is missing
+  }
+  const missing = checkHost({ dataDir: parsed.config.dataDir, cacheDir: parsed.config.cacheDir, domain: parsed.config.domain, baseBuilt: !!cachedBaseRootfs(parsed.config.cacheDir), envdDir });
+  if (missing.length > 0) {
+    process.stderr.write(describeMissing(missing));
+    process.exit(HOST_UNFIT_EXIT);
   }
   const log = createLogger(parsed.config.logLevel);
   process.on("SIGPIPE", () => undefined);

@@ -6,6 +6,7 @@ import { execTool, mustExec } from "../runtime/exec.js";
 import { MAPPED_ROOT } from "../runtime/idmap.js";
 import { takeLock } from "./lock.js";
 import { findDebianMirror } from "./mirror.js";
+import { DebootstrapProgress, describeProgress, runDebootstrap, type BuildProgress } from "./progress.js";
 import { shiftOwnership } from "./shift.js";
 
 const SUITE = "bookworm";
@@ -24,6 +25,8 @@ export interface BaseRootfsOptions {
   log: Logger;
   /** Debian mirror; default: env SANDBOXD_DEBIAN_MIRROR, then the one this machine's apt uses. */
   mirror?: string;
+  /** Called as a build moves (debootstrap's packages, then the finishing steps); not called when the rootfs is cached. */
+  onProgress?: (p: BuildProgress) => void;
 }
 
 /** The cache key of the current recipe (suite, packages, finishing steps, id mapping). */
@@ -42,11 +45,32 @@ async function unmountBelow(root: string): Promise<void> {
   for (const m of mounts) await execTool("umount", ["-l", m]);
 }
 
+/**
+ * Reports a build's progress to `onProgress` on every move, and to the log (the terminal of a
+ * first start) at each new phase and every 10 percent, so a minutes-long build is visibly alive.
+ */
+function progressReporter(log: Logger, onProgress?: (p: BuildProgress) => void): (p: BuildProgress) => void {
+  let phase = "";
+  let tenth = -1;
+  return (p) => {
+    onProgress?.(p);
+    const t = p.percent === undefined ? tenth : Math.floor(p.percent / 10);
+    if (p.phase !== phase || t !== tenth) log.info({ phase: p.phase, done: p.done, total: p.total, percent: p.percent }, `building the base template: ${describeProgress(p)}`);
+    phase = p.phase;
+    tenth = t;
+  };
+}
+
 /** Runs debootstrap into `root`, with one retry from scratch for a dropped download. */
-async function bootstrap(root: string, mirror: string, log: Logger): Promise<void> {
+async function bootstrap(root: string, mirror: string, log: Logger, report: (p: BuildProgress) => void): Promise<void> {
   const args = ["--variant=minbase", `--include=${PACKAGES.join(",")}`, SUITE, root, mirror];
   for (let attempt = 1; ; attempt++) {
-    const r = await execTool("debootstrap", args, { timeoutMs: 20 * 60_000 });
+    const progress = new DebootstrapProgress();
+    report(progress.current());
+    const r = await runDebootstrap(args, (line) => {
+      const p = progress.line(line);
+      if (p) report(p);
+    }, 20 * 60_000);
     if (r.code === 0) return;
     await unmountBelow(root);
     let detail = r.stderr.trim().slice(-1500) || r.stdout.trim().slice(-1500);
@@ -105,10 +129,13 @@ export async function ensureBaseRootfs(opts: BaseRootfsOptions): Promise<string>
     const tmp = mkdtempSync(join(opts.cacheDir, ".build-base-"));
     try {
       const root = join(tmp, "rootfs");
-      await bootstrap(root, mirror, opts.log);
+      const report = progressReporter(opts.log, opts.onProgress);
+      await bootstrap(root, mirror, opts.log, report);
       const tBoot = Date.now();
       await unmountBelow(root);
+      report({ phase: "adding user 'user' and cleaning up", percent: 96 });
       await finish(root);
+      report({ phase: "mapping file owners to the sandboxes' id range", percent: 98 });
       const files = shiftOwnership(root, MAPPED_ROOT);
       // host root alone reaches it (overlayfs reads a lower layer with the mounter's rights): no
       // host user runs its setuid files, which belong to the sandboxes' root
