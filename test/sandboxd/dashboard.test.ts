@@ -84,7 +84,7 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     assert.equal(JSON.parse(posted.body).code, 405);
     assert.equal((await get("/api/teams")).status, 401);
     const teams = await get("/api/teams", { headers: { "x-api-key": s.apiKey } });
-    assert.deepEqual(JSON.parse(teams.body), [{ teamID: "default", name: "default", isDefault: true }]);
+    assert.deepEqual(JSON.parse(teams.body), [{ teamID: "default", name: "default", isDefault: true, apiKey: s.apiKey }]);
     assert.equal((await get("/nothing-here")).status, 404);
     // E2B's CLI links to /dashboard/inspect/sandbox/<id>: the page, opened on that sandbox
     const inspect = await get("/dashboard/inspect/sandbox/iabc123");

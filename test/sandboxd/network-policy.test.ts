@@ -7,7 +7,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, mkdirSync, readFileSync, realpathSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { basename, join, resolve } from "node:path";
 import { api } from "./helpers/api-client.js";
@@ -177,11 +177,10 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
       const sbx = await Sandbox.create({ timeoutMs: 180_000, network: { denyOut: [ALL_TRAFFIC] } });
       console.log(JSON.stringify(sbx.sandboxId));
     `);
-    // The host's nft and the libraries it loads, dropped into the sandbox's rootfs (the sandbox has no nft of its own).
-    const rootfs = join(s.dataDir, "sandboxes", id, "rootfs");
-    mkdirSync(join(rootfs, "tmp", "nft"), { recursive: true });
+    // The host's nft and the libraries it loads, put into the sandbox through the SDK (the
+    // sandbox has no nft of its own, and its rootfs is mounted only in its own mount namespace).
     const libs = spawnSync("ldd", ["/usr/sbin/nft"], { encoding: "utf8" }).stdout.split("\n").map((l) => /(\/\S+)/.exec(l)?.[1]).filter((x): x is string => !!x);
-    for (const f of ["/usr/sbin/nft", ...libs]) copyFileSync(realpathSync(f), join(rootfs, "tmp", "nft", basename(f)));
+    const nftFiles = ["/usr/sbin/nft", ...libs].map((f) => [basename(f), realpathSync(f)]);
     const loader = basename(libs.find((l) => l.includes("ld-linux"))!);
     const pid = JSON.parse(spawnSync("runc", ["--root", join(s.dataDir, "runc"), "state", id], { encoding: "utf8" }).stdout).pid as number;
     const table = () => spawnSync("nsenter", ["-t", String(pid), "-n", "nft", "list", "table", "inet", "sandboxd"], { encoding: "utf8" }).stdout;
@@ -190,6 +189,9 @@ describe("network policy: allowOut / denyOut enforced in the sandbox's netns, wi
     const udpBefore = await net.udpCount();
     const got = await runSdk(s, `
       const sbx = await Sandbox.connect(${JSON.stringify(id)});
+      const { readFileSync } = await import("node:fs");
+      for (const [name, from] of ${JSON.stringify(nftFiles)}) await sbx.files.write("/tmp/nft/" + name, readFileSync(from));
+      await sbx.commands.run("chmod +x /tmp/nft/*");
       const root = async (cmd) => { const r = await sbx.commands.run(cmd, { user: "root" }).catch((e) => e); return { code: r.exitCode, err: (r.stderr ?? "").slice(0, 200) }; };
       const nft = "/tmp/nft/${loader} --library-path /tmp/nft /tmp/nft/nft";
       const out = {};
