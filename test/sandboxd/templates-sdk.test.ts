@@ -134,13 +134,14 @@ describe("templates from the published SDK's Template() builder", { skip: sandbo
     assert.equal(unknownTag.status, 404);
   });
 
-  test("fromTemplate builds on another template's rootfs; an unknown base template fails the build", async () => {
+  test("fromTemplate builds on another template's rootfs, with the free disk minFreeDiskMb asks for; an unknown base template fails the build", async () => {
     const got = await runSdk(s, `
       import { Template, Sandbox } from "e2b";
       const child = Template().fromTemplate("tpl-sdk").setUser("root").runCmd("cat /srv/app/marker.txt > /inherited && useradd -m child").setUser("child").setWorkdir("/home/child");
-      await Template.build(child, "tpl-child", { memoryMB: 256 });
+      await Template.build(child, "tpl-child", { memoryMB: 256, minFreeDiskMb: 20000 });
       const sbx = await Sandbox.create("tpl-child");
       const r = await sbx.commands.run("cat /inherited; whoami; pwd; cat /srv/app/hello.txt");
+      const free = Number((await sbx.commands.run("df -m --output=avail / | tail -n1")).stdout.trim());
       await sbx.kill();
       let error = "";
       try {
@@ -148,9 +149,10 @@ describe("templates from the published SDK's Template() builder", { skip: sandbo
       } catch (e) {
         error = e.message;
       }
-      console.log(JSON.stringify({ out: r.stdout.trim().split("\\n"), error }));
+      console.log(JSON.stringify({ out: r.stdout.trim().split("\\n"), error, free }));
     `);
     assert.deepEqual(got.out, ["one", "child", "/home/child", "hello from copy"]);
+    assert.ok(got.free >= 20000, `minFreeDiskMb 20000: the sandbox has ${got.free} MiB free`);
     assert.match(got.error, /base template 'tpl-nope' not found/);
   });
 

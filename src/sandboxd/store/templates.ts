@@ -47,6 +47,8 @@ export interface Templates {
   setBuild(id: string, b: TemplateBuildResult): void;
   /** Publishes (true) or unpublishes the template. */
   setPublic(id: string, pub: boolean): void;
+  /** Sets the size of the disk its sandboxes get. */
+  setDiskSize(id: string, diskSizeMB: number): void;
   /** Removes the template row (its builds, logs and tags are removed by their tables). */
   delete(id: string): void;
 }
@@ -95,6 +97,7 @@ export function templatesTable(db: DatabaseSync): Templates {
   const updateBuild = db.prepare("UPDATE templates SET rootfs = ?, envd_version = ?, updated_at = ? WHERE id = ?");
   const spawned = db.prepare("UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE id = ?");
   const setPublic = db.prepare("UPDATE templates SET public = ?, updated_at = ? WHERE id = ?");
+  const setDisk = db.prepare("UPDATE templates SET disk_mb = ?, updated_at = ? WHERE id = ?");
   return {
     get: (id) => {
       const r = get.get(id) as Row | undefined;
@@ -113,6 +116,7 @@ export function templatesTable(db: DatabaseSync): Templates {
     setBuild: (id, b) =>
       void setBuild.run(b.rootfs, b.buildID, b.envdVersion, b.defaultUser, b.defaultWorkdir, b.cpuCount, b.memoryMB, b.startCmd, b.readyCmd, JSON.stringify(b.envs), new Date().toISOString(), id),
     setPublic: (id, pub) => void setPublic.run(pub ? 1 : 0, new Date().toISOString(), id),
+    setDiskSize: (id, mb) => void setDisk.run(mb, new Date().toISOString(), id),
     delete: (id) => void del.run(id),
   };
 }

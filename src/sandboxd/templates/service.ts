@@ -15,7 +15,7 @@ import { LayerCache, removeTree } from "./layers.js";
 import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
 import { parseBuildStart, type BuildSpec } from "./steps.js";
-import { resources } from "./resources.js";
+import { resources, type TemplateResources } from "./resources.js";
 import { uploadLimits, type UploadLimits } from "./limits.js";
 import { legacyView, logLine, logView, namesOf, templateView, templateWithBuildsView } from "./views.js";
 
@@ -81,7 +81,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
   };
 
   /** Finds or makes the template called `alias` and adds a waiting build to it. */
-  const request = (teamID: string, alias: string | undefined, res: { cpuCount: number; memoryMB: number }, spec: StoredSpec): { t: Template; b: Build } =>
+  const request = (teamID: string, alias: string | undefined, res: TemplateResources, spec: StoredSpec): { t: Template; b: Build } =>
     store.transaction(() => {
       const now = new Date().toISOString();
       let t = alias ? store.templates.byAlias(alias) : undefined;
@@ -89,10 +89,13 @@ export function createTemplateService(o: TemplateServiceOptions) {
       if (t && store.builds.count(t.id) === 0 && t.rootfs) throw new ApiError(409, `template '${alias}' is built in and cannot be rebuilt`);
       if (!t) {
         t = {
-          id: randomId(20), alias: alias ?? null, teamID, cpuCount: res.cpuCount, memoryMB: res.memoryMB, diskSizeMB: 10240, envdVersion: o.envdVersion,
+          id: randomId(20), alias: alias ?? null, teamID, cpuCount: res.cpuCount, memoryMB: res.memoryMB, diskSizeMB: res.diskSizeMB, envdVersion: o.envdVersion,
           defaultUser: null, defaultWorkdir: null, rootfs: "", buildID: "", createdAt: now, updatedAt: now, spawnCount: 0, lastSpawnedAt: null,
         };
         store.templates.insert(t);
+      } else if (t.diskSizeMB !== res.diskSizeMB) {
+        // the newest build's minFreeDiskMb decides the disk of sandboxes made from now on
+        store.templates.setDiskSize(t.id, res.diskSizeMB);
       }
       const b: Build = {
         id: crypto.randomUUID(), templateID: t.id, status: "waiting", reason: null, spec, cpuCount: res.cpuCount, memoryMB: res.memoryMB, rootfs: null,
