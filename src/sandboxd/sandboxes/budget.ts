@@ -11,8 +11,13 @@ export interface Resources {
 
 /** The limits sandboxes are admitted against, MiB. */
 export interface Budget {
-  /** What all sandboxes together (and the warm pool) may reserve on this host. */
-  host: Resources;
+  /**
+   * What all sandboxes together (and the warm pool) may reserve on this host. Without a disk
+   * figure, disks are thin: their full sizes are not reserved, and `diskFreeMB` decides.
+   */
+  host: { memoryMB: number; diskMB?: number };
+  /** MiB free on the data dir's filesystem above the floor kept for the host, read at each admission (thin disks). */
+  diskFreeMB?: () => number;
   /** What one team's sandboxes may reserve; undefined: only the host budget applies. */
   team: Partial<Resources>;
   /** The most memory one sandbox may ask for. */
@@ -30,17 +35,19 @@ export function defaultMemoryBudgetMB(totalBytes = totalmem()): number {
   return Math.max(0, total - Math.max(2048, Math.ceil(total / 10)));
 }
 
+/** What a new sandbox needs free above the floor when disks are thin (its first writes, its console). */
+export const THIN_MIN_FREE_MB = 1024;
+
 /**
- * The host's disk budget when none is configured: the free space of the data dir's filesystem at
- * start, less a floor kept free for the host, the store and template layers (5 GiB or a
- * twentieth of the filesystem, whichever is more). Sandboxes' disks are sparse files, so their
- * full sizes are what they may come to take.
+ * MiB free on the data dir's filesystem now, less a floor kept for the host, the store and
+ * template layers (5 GiB or a twentieth of the filesystem, whichever is more); negative when the
+ * floor is already eaten into.
  */
-export function defaultDiskBudgetMB(dataDir: string): number {
+export function diskFreeAboveFloorMB(dataDir: string): number {
   const st = statfsSync(dataDir);
   const free = Math.floor((Number(st.bavail) * Number(st.bsize)) / MiB);
   const size = Math.floor((Number(st.blocks) * Number(st.bsize)) / MiB);
-  return Math.max(0, free - Math.max(5120, Math.ceil(size / 20)));
+  return free - Math.max(5120, Math.ceil(size / 20));
 }
 
 /** What a sandbox row holds: every state keeps its memory (a paused sandbox is frozen in RAM) and its disk. */
@@ -93,6 +100,11 @@ export function admit(b: Budget, host: Resources, team: Resources, need: Resourc
   for (const what of ["memoryMB", "diskMB"] as const) {
     const t = b.team[what];
     if (t !== undefined && team[what] + need[what] > t) throw new ApiError(429, message("the team's quota", what, team, t));
-    if (host[what] + need[what] > b.host[what]) throw new ApiError(429, message("this host's sandbox budget", what, host, b.host[what]));
+    const h = b.host[what];
+    if (h !== undefined && host[what] + need[what] > h) throw new ApiError(429, message("this host's sandbox budget", what, host, h));
+  }
+  const free = b.host.diskMB === undefined ? b.diskFreeMB?.() : undefined;
+  if (free !== undefined && free < THIN_MIN_FREE_MB) {
+    throw new ApiError(429, `you have reached the maximum disk for concurrent E2B sandboxes (this host's disk has ${Math.max(0, free)} MiB free above the floor kept for the host; a new sandbox needs ${THIN_MIN_FREE_MB} MiB). Kill sandboxes or free disk`);
   }
 }

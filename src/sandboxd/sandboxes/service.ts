@@ -22,7 +22,7 @@ import { detailBody, listedBody, sandboxBody } from "./views.js";
 import { checkTimeoutFor, keptAliveUntil, withNetworkUpdate } from "./row-updates.js";
 import { templateAliasBody } from "./resolve.js";
 import { evictExpired } from "./evict.js";
-import { fits, reserved, type Budget } from "./budget.js";
+import { fits, reserved, type Budget, type Resources } from "./budget.js";
 
 type Body = Record<string, unknown>;
 
@@ -86,7 +86,7 @@ export function createSandboxService(opts: {
   const foregroundBusy = () => activity.creating > 0 || Date.now() - activity.lastCreated < QUIET_AFTER_CREATE_MS;
   // A refill leaves room for one more sandbox of its size beside it, so a create never finds the
   // last of the budget taken by the pool (and a create that still does not fit sheds pooled ones).
-  const admitPooled = (need: Budget["host"], pooled: Budget["host"]) =>
+  const admitPooled = (need: Resources, pooled: Resources) =>
     fits(reserved(store.sandboxes.all()), { memoryMB: pooled.memoryMB + 2 * need.memoryMB, diskMB: pooled.diskMB + 2 * need.diskMB }, opts.budget.host);
   const warm = createServicePool({ store, runtime, log, size: opts.warmPoolSize ?? 0, defaultTemplateID: opts.defaultTemplateID, foregroundBusy, admit: admitPooled });
 

@@ -55,7 +55,8 @@ http.createServer((req, res) => {
   if (bulk(req, res)) return;
   res.end("hit " + req.socket.localAddress);
 }).listen(80, "0.0.0.0");
-net.createServer((c) => c.pipe(c)).listen(7000, "0.0.0.0");
+// a sandbox killed or a flow cut by a policy update resets its connection: that is no reason to stop
+net.createServer((c) => { c.on("error", () => c.destroy()); c.pipe(c); }).listen(7000, "0.0.0.0");
 // one socket per address, so that replies come from the address the datagram was sent to
 let bound = 0;
 for (const ip of hosts) {
