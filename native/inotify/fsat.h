@@ -64,7 +64,7 @@ int fsat_make_dirs(const char *path, const FsatUser *user, int *fd_out, FsatFail
 int fsat_rename_from(const char *src_dir, const char *src_name, int dst_dir, const char *dst_name, const FsatUser *user, FsatFailure *fail);
 
 /*
- * mkdirat(2) of `name` in `dir` by root, the new directory owned by the user from the start
+ * mkdirat(2) of `name` in `dir` by root, the new directory belonging to the user from the start
  * (fsat-born.c). 0, or -1 with errno.
  */
 int fsat_mkdir_as(int dir, const char *name, mode_t mode, const FsatUser *user);

@@ -40,7 +40,7 @@ export function refusal(err: unknown, user: User, context: string): HttpError | 
 }
 
 /**
- * Makes the missing parent directories `dir` of an upload or compose target, owned by the
+ * Makes the missing parent directories `dir` of an upload or compose target, belonging to the
  * request's user (envd-behaviour §2.3). For a user other than root they are first made as the
  * user, the kernel checking every step. Where the user may look into a directory but not create
  * in it (`/` for E2B's own `/0/multi_test_file0.txt`), envd makes them for the user, as the
