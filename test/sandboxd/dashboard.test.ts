@@ -154,8 +154,9 @@ describe("the dashboard in headless Chromium", { skip }, () => {
     assert.equal(await page.eval(`document.querySelectorAll("#sandbox-log pre *").length`), 0, "log text is text, not markup");
     await shot("3-sandbox-log.png");
 
-    // Nothing left the origin, and the key is in no URL.
-    for (const url of page.requests) {
+    // Nothing left the origin, and the key is in no URL (a data: URL is no request: Chromium
+    // reports the images it decodes from them too, at times).
+    for (const url of page.requests.filter((u: string) => !u.startsWith("data:"))) {
       assert.ok(url.startsWith(`${origin}/`), `request outside the origin: ${url}`);
       assert.ok(!url.includes(s.apiKey), "a URL carries the key");
     }

@@ -167,8 +167,8 @@ export async function startFakeInternet(p: { tag: string; sandboxCidr: string; l
   }
   chain postrouting {
     type filter hook postrouting priority -10; policy accept;
-    oifname "${uplink}" ip daddr { ${p.nets.join(", ")} } counter comment "uplink"
-    oifname "${uplink}" ip saddr ${p.sandboxCidr} counter comment "uplink"
+    oifname "${uplink}" ip daddr { ${p.nets.join(", ")} } counter log prefix "sbfi-uplink-daddr " comment "uplink"
+    oifname "${uplink}" ip saddr ${p.sandboxCidr} counter log prefix "sbfi-uplink-saddr " comment "uplink"
   }
 }
 `);
