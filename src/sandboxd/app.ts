@@ -21,7 +21,7 @@ import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
 import { openStore, type Store } from "./store/store.js";
 import { ensureTls } from "./tls/certs.js";
 import { prepareDataDir, sweepStrangers, sweepTemporaries } from "./data-dir.js";
-import { defaultMemoryBudgetMB, diskFreeAboveFloorMB, type Budget } from "./sandboxes/budget.js";
+import { diskFreeAboveFloorMB, memoryAvailableAboveFloorMB, type Budget } from "./sandboxes/budget.js";
 import { SANDBOX_ID } from "./runtime/spec.js";
 
 /** A started sandboxd: its port, what to print for the user, and a stop that leaves sandboxes running. */
@@ -89,13 +89,15 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   const key = newApiKey(store, keyFile, log);
   const tls = await ensureTls(config.dataDir, config.domain, log);
   const budget: Budget = {
-    host: { memoryMB: config.memoryBudgetMB ?? defaultMemoryBudgetMB(), diskMB: config.diskBudgetMB },
+    host: { memoryMB: config.memoryBudgetMB, diskMB: config.diskBudgetMB },
+    // without a memory budget, limits are not reserved and admission keeps the host's floor available
+    memoryFreeMB: config.memoryBudgetMB === undefined ? () => memoryAvailableAboveFloorMB() : undefined,
     // without a disk budget, disks are thin (sparse) and admission keeps the floor free instead
     diskFreeMB: config.diskBudgetMB === undefined ? () => diskFreeAboveFloorMB(config.dataDir) : undefined,
     team: { memoryMB: config.teamMemoryMB, diskMB: config.teamDiskMB },
     maxSandboxMemoryMB: config.maxSandboxMemoryMB,
   };
-  log.info({ memoryMB: budget.host.memoryMB, diskMB: budget.host.diskMB ?? "thin", teamMemoryMB: budget.team.memoryMB ?? "host", teamDiskMB: budget.team.diskMB ?? "host", maxSandboxMemoryMB: budget.maxSandboxMemoryMB }, "sandbox budget");
+  log.info({ memoryMB: budget.host.memoryMB ?? "available", diskMB: budget.host.diskMB ?? "thin", teamMemoryMB: budget.team.memoryMB ?? "host", teamDiskMB: budget.team.diskMB ?? "host", maxSandboxMemoryMB: budget.maxSandboxMemoryMB }, "sandbox budget");
   let index: RouteIndex = { lookup: () => undefined };
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };

@@ -57,7 +57,7 @@ const options: Record<string, Option> = {
   "dns-upstream": { env: "SANDBOXD_DNS_UPSTREAM", help: "DNS server ADDR[:PORT] that sandboxes' resolver and the egress proxy ask (default: the host's resolver)", def: "" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
   "warm-pool": { env: "SANDBOXD_WARM_POOL", help: "started sandboxes kept ready per warm template (the default one, and others for 10 min after use) for creates to claim; 0: off", def: "2" },
-  "memory-budget-mb": { env: "SANDBOXD_MEMORY_BUDGET_MB", help: "MiB of memory all sandboxes together may reserve, paused ones included (auto: total RAM less max(2 GiB, 10%) for the host)", def: "auto" },
+  "memory-budget-mb": { env: "SANDBOXD_MEMORY_BUDGET_MB", help: "MiB of memory all sandboxes' limits together may reserve, paused ones included (auto: limits are not reserved, and a create needs 256 MiB available above a floor of max(2 GiB, 10% of RAM))", def: "auto" },
   "disk-budget-mb": { env: "SANDBOXD_DISK_BUDGET_MB", help: "MiB of disk all sandboxes' disks together may reserve at full size (auto: disks are thin, and a create needs 1 GiB free above a floor of max(5 GiB, 5% of the filesystem) on the data dir's filesystem)", def: "auto" },
   "max-sandbox-memory-mb": { env: "SANDBOXD_MAX_SANDBOX_MEMORY_MB", help: "the most memory one sandbox's template may ask for, MiB (64..1048576)", def: "8192" },
   "team-memory-mb": { env: "SANDBOXD_TEAM_MEMORY_MB", help: "MiB of memory one team's sandboxes may reserve (0: only the host budget)", def: "0" },

@@ -1,5 +1,4 @@
-import { statfsSync } from "node:fs";
-import { totalmem } from "node:os";
+import { readFileSync, statfsSync } from "node:fs";
 import type { SandboxRow } from "../store/sandboxes.js";
 import { ApiError } from "./errors.js";
 
@@ -12,12 +11,15 @@ export interface Resources {
 /** The limits sandboxes are admitted against, MiB. */
 export interface Budget {
   /**
-   * What all sandboxes together (and the warm pool) may reserve on this host. Without a disk
-   * figure, disks are thin: their full sizes are not reserved, and `diskFreeMB` decides.
+   * What all sandboxes together (and the warm pool) may reserve on this host. Without a figure,
+   * that resource is not reserved (memory limits and disks overcommit, as containers' do), and
+   * `memoryFreeMB` / `diskFreeMB` decide from what the host has left.
    */
-  host: { memoryMB: number; diskMB?: number };
+  host: Partial<Resources>;
   /** MiB free on the data dir's filesystem above the floor kept for the host, read at each admission (thin disks). */
   diskFreeMB?: () => number;
+  /** MiB of memory available above the floor kept for the host, read at each admission (limits not reserved). */
+  memoryFreeMB?: () => number;
   /** What one team's sandboxes may reserve; undefined: only the host budget applies. */
   team: Partial<Resources>;
   /** The most memory one sandbox may ask for. */
@@ -26,13 +28,19 @@ export interface Budget {
 
 const MiB = 2 ** 20;
 
+/** What a new sandbox needs available above the host's floor when memory is not reserved (an idle sandbox uses ~15 MiB). */
+export const FREE_MIN_MEMORY_MB = 256;
+
 /**
- * The host's memory budget when none is configured: total RAM less what the host, sandboxd and
- * the page cache need (2 GiB or a tenth of RAM, whichever is more).
+ * MiB of memory the kernel reports available now (MemAvailable: free memory and what can be
+ * reclaimed), less what the host, sandboxd and the page cache keep (2 GiB or a tenth of RAM,
+ * whichever is more); negative when the floor is already eaten into.
  */
-export function defaultMemoryBudgetMB(totalBytes = totalmem()): number {
-  const total = Math.floor(totalBytes / MiB);
-  return Math.max(0, total - Math.max(2048, Math.ceil(total / 10)));
+export function memoryAvailableAboveFloorMB(meminfo = (): string => readFileSync("/proc/meminfo", "utf8")): number {
+  const text = meminfo();
+  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0);
+  const total = Math.floor(kib("MemTotal") / 1024);
+  return Math.floor(kib("MemAvailable") / 1024) - Math.max(2048, Math.ceil(total / 10));
 }
 
 /** What a new sandbox needs free above the floor when disks are thin (its first writes, its console). */
@@ -102,6 +110,10 @@ export function admit(b: Budget, host: Resources, team: Resources, need: Resourc
     if (t !== undefined && team[what] + need[what] > t) throw new ApiError(429, message("the team's quota", what, team, t));
     const h = b.host[what];
     if (h !== undefined && host[what] + need[what] > h) throw new ApiError(429, message("this host's sandbox budget", what, host, h));
+  }
+  const mem = b.host.memoryMB === undefined ? b.memoryFreeMB?.() : undefined;
+  if (mem !== undefined && mem < FREE_MIN_MEMORY_MB) {
+    throw new ApiError(429, `you have reached the maximum memory for concurrent E2B sandboxes (this host has ${Math.max(0, mem)} MiB available above the floor kept for the host; a new sandbox needs ${FREE_MIN_MEMORY_MB} MiB). Kill or pause sandboxes to free memory`);
   }
   const free = b.host.diskMB === undefined ? b.diskFreeMB?.() : undefined;
   if (free !== undefined && free < THIN_MIN_FREE_MB) {
