@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { api } from "./helpers/api-client.js";
 import { h1, h2, h2session, sandboxdPid, sandboxHost, wsHandshake, type Outcome } from "./helpers/hostile.js";
-import { ROOT, sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
+import { alive, ROOT, sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
 
 const HOSTILE = 8000;
@@ -33,16 +33,6 @@ srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 print("listening", flush=True)
 srv.serve_forever()
 `;
-
-/** Whether a process is alive. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The other tenant's server: a static file over HTTP. */
 const BYSTANDER_SERVER = `

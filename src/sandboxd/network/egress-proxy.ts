@@ -76,13 +76,21 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
     return addrs[0];
   };
 
-  const handle = (client: Socket, port: number, peek: (b: Buffer) => Peek) => {
+  /** Tracks a sandbox's connection and finds its policy by source address; undefined (and closed) when it has none. */
+  const accept = (client: Socket): { src: string; policy: EgressPolicy } | undefined => {
     sockets.add(client);
     client.once("close", () => sockets.delete(client));
     client.on("error", () => client.destroy());
     const src = (client.remoteAddress ?? "").replace(/^::ffff:/, "");
     const policy = opts.policyOf(src);
     if (!policy) return void client.destroy();
+    return { src, policy };
+  };
+
+  const handle = (client: Socket, port: number, peek: (b: Buffer) => Peek) => {
+    const who = accept(client);
+    if (!who) return;
+    const { src, policy } = who;
     let buf = Buffer.alloc(0);
     const timer = setTimeout(() => client.destroy(), PEEK_MS);
     const onData = (chunk: Buffer) => {
@@ -126,13 +134,8 @@ export async function startEgressProxy(opts: EgressProxyOptions): Promise<Egress
 
   const httpSide = createHttpEgress({ resolveName, log: opts.log });
   const takeHttp = (client: Socket) => {
-    sockets.add(client);
-    client.once("close", () => sockets.delete(client));
-    client.on("error", () => client.destroy());
-    const src = (client.remoteAddress ?? "").replace(/^::ffff:/, "");
-    const policy = opts.policyOf(src);
-    if (!policy) return void client.destroy();
-    httpSide.take(client, src, policy);
+    const who = accept(client);
+    if (who) httpSide.take(client, who.src, who.policy);
   };
 
   const listen = async (port: number, peek: (b: Buffer) => Peek): Promise<[Server, number]> => {

@@ -53,7 +53,7 @@ export function freePort(): Promise<number> {
 }
 
 /** Whether a process is alive. */
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
