@@ -3,6 +3,7 @@ import { rm } from "node:fs/promises";
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
+import { createSerializer } from "../serial.js";
 import { HostFirewall } from "../network/host-firewall.js";
 import { hostTableName } from "../network/host-table.js";
 import { Ipam } from "../network/ipam.js";
@@ -61,7 +62,8 @@ class RuncRuntime implements Runtime {
   private readonly records: RecordStore;
   private readonly ipam: Ipam;
   private readonly tiniPath: string;
-  private readonly busy = new Map<string, Promise<unknown>>();
+  /** Operations on one sandbox run one after another. */
+  private readonly serial = createSerializer();
   private readonly host: HostFirewall;
   private settled?: Promise<void>;
 
@@ -83,18 +85,6 @@ class RuncRuntime implements Runtime {
     assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
     assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
     assertReachableBySandboxes(this.tiniPath, "tini");
-  }
-
-  /** Runs `fn` after every earlier operation on the same sandbox has settled. */
-  private serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.busy.get(id) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.busy.set(id, tail);
-    void tail.then(() => {
-      if (this.busy.get(id) === tail) this.busy.delete(id);
-    });
-    return next;
   }
 
   private dirOf(id: string): string {
@@ -293,7 +283,7 @@ class RuncRuntime implements Runtime {
       ...this.ipam.taken().values(),
     ]);
     for (const id of ids) {
-      if (keep.has(id) || !SANDBOX_ID.test(id) || this.busy.has(id)) continue;
+      if (keep.has(id) || !SANDBOX_ID.test(id) || this.serial.busy(id)) continue;
       this.opts.log.info({ sandboxID: id }, "sweeping a sandbox that is not kept");
       await this.remove(id).catch((err: unknown) => this.opts.log.error({ sandboxID: id, err }, "sweep could not remove a sandbox"));
     }

@@ -1,7 +1,7 @@
 import type { Logger } from "../log.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { Store } from "../store/store.js";
-import type { createSerializer } from "./serial.js";
+import type { createSerializer } from "../serial.js";
 
 /**
  * One pass of the evictor: every running sandbox past its end is paused (autoPause) or killed,

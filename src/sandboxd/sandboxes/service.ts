@@ -12,7 +12,7 @@ import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
 import { egressPolicy, type EgressPolicy } from "../network/policy.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "./list.js";
 import { reconcile } from "./reconcile.js";
-import { createSerializer } from "./serial.js";
+import { createSerializer } from "../serial.js";
 import { sandboxEnv } from "./launch.js";
 import { createServicePool } from "./warm-templates.js";
 import { createSandbox } from "./create.js";
