@@ -8,8 +8,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { StorageError } from "../../src/sandboxd/storage/errors.js";
-import { thawFs, withFrozenFs } from "../../src/sandboxd/storage/freeze.js";
-import { loopsBackedBy, mountAt } from "../../src/sandboxd/storage/loops.js";
+import { syncFs, thawFs, withFrozenFs } from "../../src/sandboxd/storage/freeze.js";
+import { loopsBackedBy, loopsInUse, mountAt } from "../../src/sandboxd/storage/loops.js";
 import { StoragePool } from "../../src/sandboxd/storage/pool.js";
 import { supportsReflink } from "../../src/sandboxd/storage/reflink.js";
 
@@ -50,7 +50,7 @@ describe("storage pool: loop-backed XFS with reflinks", { skip }, () => {
     if (dataDir && mountAt(join(dataDir, "storage"))) spawnSync("umount", [join(dataDir, "storage")]);
     const image = join(dataDir, "storage.img");
     for (const dev of loopsBackedBy(image)) spawnSync("losetup", ["-d", dev]);
-    assert.deepEqual(loopsBackedBy(image), []);
+    assert.deepEqual(await loopsInUse(image), []);
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(mnt, { recursive: true, force: true });
   });
@@ -125,6 +125,14 @@ describe("storage pool: loop-backed XFS with reflinks", { skip }, () => {
     await assert.rejects(withFrozenFs(mp, () => pool.snapshotDisk("nope", "x")), code("not_found"));
     writeFileSync(join(mp, "writable"), "yes");
     await thawFs(mp);
+    // syncfs alone also makes the image hold what was written (the sandbox frozen by its cgroup)
+    await syncFs(mp);
+    await pool.snapshotDisk("live", "synced");
+    const synced = mountDisk(await pool.diskFromSnapshot("synced", "synced-disk"), "synced");
+    assert.equal(readFileSync(join(synced, "writable"), "utf8"), "yes");
+    umountDisk(synced);
+    await pool.removeDisk("synced-disk");
+    await pool.removeSnapshot("synced");
     await assert.rejects(pool.removeDisk("fork"), code("busy"));
     await assert.rejects(pool.diskFromSnapshot("missing", "x"), code("not_found"));
     await assert.rejects(pool.snapshotDisk("live", "live-snap"), code("exists"));

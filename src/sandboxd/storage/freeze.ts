@@ -1,6 +1,14 @@
-// Freezing a mounted file system for the instant of a consistent copy of its image (fsfreeze
-// from util-linux: the kernel flushes it and blocks new writes until thawed).
+// Quiescing a mounted file system for the instant of a consistent copy of its image: fsfreeze
+// from util-linux (the kernel flushes it and blocks new writes until thawed), and syncfs.
 import { execTool, mustExec } from "../runtime/exec.js";
+
+/**
+ * Writes the dirty data and metadata of the file system at `mountpoint` and commits its journal
+ * (`sync -f`: syncfs). Done while the sandbox still runs, it leaves little for the freeze to flush.
+ */
+export async function syncFs(mountpoint: string): Promise<void> {
+  await mustExec("sync", ["--file-system", mountpoint]);
+}
 
 /** Freezes the file system mounted at `mountpoint`: dirty data is written and further writes block until thawFs. */
 export async function freezeFs(mountpoint: string): Promise<void> {

@@ -5,7 +5,7 @@
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync, truncateSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { execTool, mustExec } from "../runtime/exec.js";
-import { loopsBackedBy, mountAt } from "./loops.js";
+import { loopsBackedBy, loopsInUse, mountAt } from "./loops.js";
 
 const MiB = 2 ** 20;
 
@@ -80,11 +80,15 @@ export async function growPoolImage(image: string, device: string, mountpoint: s
   return true;
 }
 
-/** Unmounts the pool (its loop device goes with it); false, and left mounted, while disks of it are still in use. */
-export async function unmountPoolImage(mountpoint: string): Promise<boolean> {
+/** Unmounts the pool and waits for its loop device to go; false, and left mounted, while disks of it are still in use. */
+export async function unmountPoolImage(image: string, mountpoint: string): Promise<boolean> {
   if (!mountAt(mountpoint)) return true;
+  // disks unmounted just before still hold the pool until the kernel releases their loop devices
+  if ((await loopsInUse(mountpoint, { under: true })).length > 0) return false;
   await execTool("umount", [mountpoint]);
-  return !mountAt(mountpoint);
+  if (mountAt(mountpoint)) return false;
+  await loopsInUse(image);
+  return true;
 }
 
 /** Whether a pool image exists at `image`. */

@@ -2,13 +2,13 @@
 // file system that reflinks, so making a disk, snapshotting it or forking it costs metadata
 // only. Either the data dir's own file system (when it reflinks: XFS with reflink, btrfs) or a
 // loop-backed XFS image under the data dir. Owns `<dataDir>/storage` (and `storage.img`).
-import { linkSync, readdirSync, rmSync, statfsSync, statSync } from "node:fs";
+import { linkSync, mkdirSync, readdirSync, rmSync, statfsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { StorageError } from "./errors.js";
 import { GoldenImages, isGoldenName, MAX_DISK_MB, MIN_DISK_MB } from "./golden.js";
 import { holdsImages, prepareLayout, type PoolDirs } from "./layout.js";
-import { loopsBackedBy } from "./loops.js";
+import { loopsInUse } from "./loops.js";
 import { createPoolImage, defaultPoolSizeMB, growPoolImage, hasPoolImage, mountPoolImage, sweepImageTemporaries, unmountPoolImage } from "./loop-image.js";
 import { checkID, idOfImage, imageName } from "./names.js";
 import { cloneFile, supportsReflink } from "./reflink.js";
@@ -74,6 +74,7 @@ export class StoragePool {
     const dataDir = resolve(opts.dataDir);
     const root = join(dataDir, "storage");
     const image = join(dataDir, "storage.img");
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const swept = sweepImageTemporaries(image);
     const backing = chooseBacking(dataDir, root, image, opts.backing ?? "auto");
     let loop: { image: string; device: string } | undefined;
@@ -135,12 +136,12 @@ export class StoragePool {
 
   /** Removes disk `id`; one already gone is fine, one still attached to a loop device (mounted) is refused with "busy". */
   async removeDisk(id: string): Promise<void> {
-    this.removeImage(this.diskPath(id), `disk ${id}`);
+    await this.removeImage(this.diskPath(id), `disk ${id}`);
   }
 
   /** Removes snapshot `snapID`; one already gone is fine. Whether a sandbox still needs it is the caller's to know. */
   async removeSnapshot(snapID: string): Promise<void> {
-    this.removeImage(this.snapshotPath(snapID), `snapshot ${snapID}`);
+    await this.removeImage(this.snapshotPath(snapID), `snapshot ${snapID}`);
   }
 
   /** The IDs of the disks in the pool, sorted. */
@@ -179,7 +180,7 @@ export class StoragePool {
   /** Closes the pool: unmounts a loop-backed one. False when it stays mounted because disks of it are still in use (open finds it again). */
   async close(): Promise<boolean> {
     this.closed = true;
-    return this.loop ? unmountPoolImage(this.root) : true;
+    return this.loop ? unmountPoolImage(this.loop.image, this.root) : true;
   }
 
   private open_(): void {
@@ -212,9 +213,9 @@ export class StoragePool {
     throw new StorageError("not_found", `${what} does not exist`);
   }
 
-  private removeImage(path: string, what: string): void {
+  private async removeImage(path: string, what: string): Promise<void> {
     this.open_();
-    if (loopsBackedBy(path).length > 0) throw new StorageError("busy", `${what} is still attached to a loop device (mounted); unmount it first`);
+    if ((await loopsInUse(path)).length > 0) throw new StorageError("busy", `${what} is still attached to a loop device (mounted); unmount it first`);
     rmSync(path, { force: true });
   }
 
