@@ -45,14 +45,18 @@ describe("storage pool: loop-backed XFS with reflinks", { skip }, () => {
   });
 
   after(async () => {
-    for (const mp of mounted.reverse()) spawnSync("umount", [mp]);
-    await pool?.close();
-    if (dataDir && mountAt(join(dataDir, "storage"))) spawnSync("umount", [join(dataDir, "storage")]);
     const image = join(dataDir, "storage.img");
-    for (const dev of loopsBackedBy(image)) spawnSync("losetup", ["-d", dev]);
-    assert.deepEqual(await loopsInUse(image), []);
-    rmSync(dataDir, { recursive: true, force: true });
-    rmSync(mnt, { recursive: true, force: true });
+    try {
+      for (const mp of mounted.reverse()) spawnSync("umount", [mp]);
+      await pool?.close();
+      if (mountAt(join(dataDir, "storage"))) spawnSync("umount", [join(dataDir, "storage")]);
+      for (const dev of loopsBackedBy(image)) spawnSync("losetup", ["-d", dev]);
+      assert.deepEqual(await loopsInUse(image), []);
+    } finally {
+      // never delete through a mount that is still there
+      if (!mountAt(join(dataDir, "storage"))) rmSync(dataDir, { recursive: true, force: true });
+      if (mounted.length === 0) rmSync(mnt, { recursive: true, force: true });
+    }
   });
 
   test("the pool is an XFS image mounted nosuid,nodev under the data dir, its size and free space reported", () => {
@@ -177,10 +181,11 @@ describe("storage pool: loop-backed XFS with reflinks", { skip }, () => {
     assert.equal(mountAt(join(dataDir, "storage")), undefined);
     assert.deepEqual(loopsBackedBy(join(dataDir, "storage.img")), []);
     writeFileSync(join(dataDir, "storage.img.tmp-999"), "");
+    writeFileSync(join(dataDir, ".reflink-probe-999"), "");
     pool = await StoragePool.open({ dataDir });
     assert.equal(pool.backing, "loop");
     assert.equal(pool.recovery.remounted, false);
-    assert.deepEqual(pool.recovery.swept, [join(dataDir, "storage.img.tmp-999")]);
+    assert.deepEqual(pool.recovery.swept, [join(dataDir, "storage.img.tmp-999"), join(dataDir, ".reflink-probe-999")]);
     assert.deepEqual([pool.listDisks(), pool.listSnapshots()], [["kept"], ["kept-snap"]]);
     const again = mountDisk(pool.diskPath("kept"), "again");
     assert.equal(readFileSync(join(again, "f"), "utf8"), "still here");

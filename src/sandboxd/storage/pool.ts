@@ -11,7 +11,7 @@ import { holdsImages, prepareLayout, type PoolDirs } from "./layout.js";
 import { loopsInUse } from "./loops.js";
 import { createPoolImage, defaultPoolSizeMB, growPoolImage, hasPoolImage, mountPoolImage, sweepImageTemporaries, unmountPoolImage } from "./loop-image.js";
 import { checkID, idOfImage, imageName } from "./names.js";
-import { cloneFile, supportsReflink } from "./reflink.js";
+import { cloneFile, supportsReflink, sweepProbes } from "./reflink.js";
 
 /** Where the pool lives: on the data dir's own file system, or in a loop-mounted XFS image. */
 export type PoolBacking = "host" | "loop";
@@ -75,7 +75,7 @@ export class StoragePool {
     const root = join(dataDir, "storage");
     const image = join(dataDir, "storage.img");
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    const swept = sweepImageTemporaries(image);
+    const swept = [...sweepImageTemporaries(image), ...sweepProbes(dataDir)];
     const backing = chooseBacking(dataDir, root, image, opts.backing ?? "auto");
     let loop: { image: string; device: string } | undefined;
     let remounted = false;

@@ -1,6 +1,6 @@
 // Reflink copies: a new file that shares the source's extents (FICLONE), in the daemon's own
 // process (libuv's copyfile with FICLONE forced), so a copy costs metadata only, never data.
-import { constants, copyFileSync, rmSync, writeFileSync } from "node:fs";
+import { constants, copyFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { copyFile } from "node:fs/promises";
 import { join } from "node:path";
 import { storageErrorOf } from "./errors.js";
@@ -34,4 +34,13 @@ export function supportsReflink(dir: string): boolean {
     rmSync(probe, { force: true });
     rmSync(`${probe}.clone`, { force: true });
   }
+}
+
+/** Removes probe files a crash left in `dir`; returns their paths. */
+export function sweepProbes(dir: string): string[] {
+  const swept = readdirSync(dir)
+    .filter((n) => /^\.reflink-probe-\d+(\.clone)?$/.test(n))
+    .map((n) => join(dir, n));
+  for (const p of swept) rmSync(p, { force: true });
+  return swept;
 }
