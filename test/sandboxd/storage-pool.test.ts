@@ -55,7 +55,7 @@ describe("storage pool: loop-backed XFS with reflinks", { skip }, () => {
     } finally {
       // never delete through a mount that is still there
       if (!mountAt(join(dataDir, "storage"))) rmSync(dataDir, { recursive: true, force: true });
-      if (mounted.length === 0) rmSync(mnt, { recursive: true, force: true });
+      if (mounted.every((mp) => !mountAt(mp))) rmSync(mnt, { recursive: true, force: true });
     }
   });
 
