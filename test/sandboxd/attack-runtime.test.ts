@@ -165,13 +165,15 @@ describe("runtime under attack from a sandbox and a template", { skip: sandboxSk
         mount: await run("sudo mount -t tmpfs none /mnt"),
         setarch: await run("setarch -R true"),
       };
+      // socket(AF_PACKET, SOCK_RAW) through the x32 ABI (syscall number | 0x40000000)
+      const x32 = await run("sudo python3 -c 'import ctypes; print(ctypes.CDLL(None).syscall(0x40000000 | 41, 17, 3, 0))'; echo rc=$?");
       const view = await run('hostname; getent hosts "$(hostname)"; cat /etc/resolv.conf /.e2b; sudo -n true; echo "198.18.0.9 extra" | sudo tee -a /etc/hosts >/dev/null && grep -c extra /etc/hosts');
       const tools = await run("python3 -c 'print(6*7)' && curl -s -o /dev/null -w '%{http_code}\\\\n' http://127.0.0.1:49983/health && cd /tmp && git init -q r && cd r && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x && git log --oneline | wc -l && sudo -n id -u");
       let ptyText = "";
       const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => (ptyText += new TextDecoder().decode(d)), timeoutMs: 30_000 });
       await sbx.pty.sendInput(h.pid, new TextEncoder().encode("echo pty-$((40+2)) $(sudo -n whoami); exit 0\\n"));
       const ptyExit = await h.wait();
-      console.log(JSON.stringify({ id: sbx.sandboxId, probe, shell, view, tools, pty: { text: ptyText, exit: ptyExit.exitCode } }));
+      console.log(JSON.stringify({ id: sbx.sandboxId, probe, shell, x32, view, tools, pty: { text: ptyText, exit: ptyExit.exitCode } }));
     `);
     assert.equal(got.probe.code, 0, JSON.stringify(got.probe));
     got.p = JSON.parse(got.probe.out);
@@ -225,6 +227,11 @@ describe("runtime under attack from a sandbox and a template", { skip: sandboxSk
     assert.equal(p.pidfd_open, "ok");
     assert.equal(p.personality_query, "ok");
     assert.equal(p.ptrace_other_user, "EPERM");
+    // x32 is not among the filter's architectures: the call kills its caller (SIGSYS, 128 + 31),
+    // or fails where the filter would have let it reach a kernel without the x32 ABI
+    const x32 = got.x32.out as string;
+    assert.ok(/rc=159/.test(x32) || /^-\d+$/m.test(x32), `x32 socket: ${x32}`);
+    assert.doesNotMatch(x32, /^\d+$/m, "an x32 call got a socket");
     for (const [k, r] of Object.entries(got.shell) as [string, { code: number; err: string }][]) {
       assert.notEqual(r.code, 0, `${k} succeeded`);
       assert.match(r.err, /Operation not permitted|permission denied/i, `${k}: ${r.err}`);
