@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { withKeepalive } from "../../src/envd/http/keepalive.js";
+import { withKeepalive } from "../../src/envd/stream/keepalive.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

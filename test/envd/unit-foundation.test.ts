@@ -10,7 +10,7 @@ import { rewriteHosts } from "../../src/envd/system/hosts.js";
 import { parseCpu, parseMeminfo } from "../../src/envd/system/metrics.js";
 import { needsStep, parseRfc3339Ns } from "../../src/envd/system/clock.js";
 import { EnvStore } from "../../src/envd/system/env-store.js";
-import { keepaliveIntervalMs } from "../../src/envd/http/keepalive.js";
+import { keepaliveIntervalMs } from "../../src/envd/stream/keepalive.js";
 import { sniff } from "../../src/envd/http/front.js";
 import { HttpError } from "../../src/envd/http/errors.js";
 import type { User } from "../../src/envd/auth/users.js";

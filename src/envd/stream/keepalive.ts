@@ -1,3 +1,6 @@
+// Keep-alives of server streams: the period a client asks for (Keepalive-Ping-Interval) and the
+// readers that put a keep-alive message into a stream's idle gaps. Transport-neutral: the process
+// and filesystem streams use it whichever way their call arrived.
 import { ConnectError } from "@connectrpc/connect";
 
 /** Default keepalive period when the client sends none or nonsense (reference: 90 s). */
