@@ -19,7 +19,7 @@ echo '{"type":"commonjs"}' > dist/package.json
 # identifiers are not, so
 # stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
 # back to src/ through dist/envd.cjs.map and dist/envd-rest.cjs.map: `node --enable-source-maps dist/envd`.
-# ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
+# ENVD_BUNDLED lets src/envd/platform/lazy.ts require packages on first use; import.meta does not exist here.
 # Two bundles: envd.cjs, what envd needs to listen and answer /health, and envd-rest.cjs, everything
 # else, which it loads once it listens (src/envd/load-rest.ts, src/envd/http/early.ts), with
 # the V8 code cache dist/envd-rest.cache made here by this Node (compiling the bundle from source

@@ -9,7 +9,7 @@ import { closeSync, openSync } from "node:fs";
 import http from "node:http";
 import { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
-import { addonExtra } from "../../src/envd/system/addon.js";
+import { addonExtra } from "../../src/envd/platform/addon.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 function run(uid: number | undefined, gid: number | undefined): Promise<number | null> {

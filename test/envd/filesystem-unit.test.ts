@@ -6,7 +6,7 @@ import { compareNames } from "../../src/envd/filesystem/list.js";
 import { goError } from "../../src/envd/filesystem/go-error.js";
 import { isNetworkFs } from "../../src/envd/filesystem/watch-validate.js";
 import { newWatcherId } from "../../src/envd/filesystem/watchers.js";
-import { addonCandidates } from "../../src/envd/filesystem/inotify.js";
+import { addonCandidates } from "../../src/envd/platform/native-addon.js";
 
 test("goPermissions renders Go's FileMode.String() letters and order", () => {
   assert.equal(goPermissions(0o100644), "-rw-r--r--");

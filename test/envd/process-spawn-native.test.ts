@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync, readSync, writeFileSync, chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addonExtra, type SpawnOptions } from "../../src/envd/system/addon.js";
+import { addonExtra, type SpawnOptions } from "../../src/envd/platform/addon.js";
 import { nativeLine } from "../../src/envd/process/wrapper.js";
 
 const spawn = addonExtra("spawn")!;

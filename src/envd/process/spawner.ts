@@ -3,7 +3,7 @@ import { closeSync, openSync } from "node:fs";
 import { Socket, type OnReadOpts, type SocketConstructorOpts } from "node:net";
 import { constants } from "node:os";
 import type { Readable, Writable } from "node:stream";
-import { addonExtra } from "../system/addon.js";
+import { addonExtra } from "../platform/addon.js";
 import type { SpawnPlan } from "./plan.js";
 import { SlabReader } from "./read-slabs.js";
 import { int32Id, type ExecLine } from "./wrapper.js";

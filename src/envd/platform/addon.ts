@@ -1,10 +1,8 @@
-import { loadInotify } from "../filesystem/inotify.js";
+// The extras envd's always-shipped addon carries besides inotify (native/spawn, native/fs and the
+// helpers of native/addon.c): each is looked up once, and is undefined when the addon (or that
+// function in an older build) is missing, so every caller keeps a pure-Node fallback.
+import { loadNativeAddon } from "./native-addon.js";
 
-/**
- * The extras our always-shipped addon (native/inotify) carries besides inotify: each is looked
- * up once, and is undefined when the addon (or that function in an older build) is missing, so
- * every caller keeps a pure-Node fallback.
- */
 /** What a native spawn sets in the child besides its ids (see spawn). */
 export interface SpawnOptions {
   groups?: number[];
@@ -13,6 +11,7 @@ export interface SpawnOptions {
   oomScoreAdj?: number;
 }
 
+/** The functions of the addon besides inotify, as the TypeScript side calls them. */
 export interface AddonExtras {
   /** malloc_trim(0); true when memory was released. */
   trimMalloc(): boolean;
@@ -89,7 +88,7 @@ export function addonExtra<K extends keyof AddonExtras>(name: K): AddonExtras[K]
   if (!found.has(name)) {
     let fn: unknown;
     try {
-      const addon = loadInotify() as unknown as Partial<AddonExtras>;
+      const addon = loadNativeAddon() as Partial<AddonExtras>;
       fn = typeof addon[name] === "function" ? (addon[name] as (...a: unknown[]) => unknown).bind(addon) : undefined;
     } catch {
       fn = undefined;
