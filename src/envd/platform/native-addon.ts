@@ -27,7 +27,7 @@ function safeRealpath(p: string): string {
  * or the working directory (compiled tests run from build/test).
  */
 export function addonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
-  const release = ["native", "inotify", "build", "Release"];
+  const release = ["native", "build", "Release"];
   const dirs: string[] = [];
   if (env.ENVD_ADDON_DIR) dirs.push(env.ENVD_ADDON_DIR);
   const script = process.argv[1] ? dirname(safeRealpath(process.argv[1])) : undefined;

@@ -31,7 +31,7 @@ export const MAX_UNPUBLISHED_BYTES = 512 * 1024;
 
 /**
  * Starts `line` for `plan` in a session of its own, stdout and stderr on pipes, stdin on a pipe
- * or /dev/null. With our addon: spawned without fork (native/inotify/spawn.c) on pipes read into
+ * or /dev/null. With our addon: spawned without fork (native/spawn/spawn.c) on pipes read into
  * reused slabs; else by Node. Rejects with an Error like Node's ("spawn cat ENOENT").
  */
 export async function spawnChild(plan: SpawnPlan, line: ExecLine): Promise<Child> {
