@@ -13,7 +13,8 @@ import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, wr
 import { basename, join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { clients } from "./helpers/clients.js";
-import { assertHealthy, budget, closedSocketsHeld, envelope, pool, procStats, Rng, seeds, settleFds, SOAK, until } from "./helpers/fuzz.js";
+import { assertHealthy, budget, envelope, pool, procStats, Rng, seeds, settleFds, SOAK } from "./helpers/fuzz.js";
+import { closedSocketsHeld, until } from "./helpers/at-rest.js";
 import { Signal } from "../../src/envd/gen/process/process_pb.js";
 
 let d: Daemon;
