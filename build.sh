@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds dist/envd and dist/sandboxd: type-checks, then bundles each program into one CommonJS file
-# with esbuild. envd's native addons (node-pty, @napi-rs/xattr, our inotify addon) stay external
+# with esbuild. envd's native addons (node-pty, @napi-rs/xattr, our own native/ addon) stay external
 # and load from disk.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -9,8 +9,11 @@ cd "$(dirname "$0")"
 export PATH="$PWD/node_modules/.bin:$PATH"
 VERSION=$(node -p 'require("./package.json").version')
 npx tsc -p tsconfig.json --noEmit
-# inotify addon used by filesystem watching (src/filesystem/inotify.ts looks for it here, or in /usr/lib/envd).
-npx node-gyp rebuild -C native/inotify >/dev/null 2>&1 || { npx node-gyp rebuild -C native/inotify; exit 1; }
+# envd's native addon, native/build/Release/inotify.node: one module built from native/spawn (fork-free
+# spawn), native/fs (filesystem calls as a user, *at walks), native/inotify (watching) and
+# native/addon (its init and helpers), one dlopen at run time (src/envd/platform/native-addon.ts
+# looks for it here, beside the executable, or in /usr/lib/envd).
+npx node-gyp rebuild -C native >/dev/null 2>&1 || { npx node-gyp rebuild -C native; exit 1; }
 mkdir -p dist
 echo '{"type":"commonjs"}' > dist/package.json
 # Whitespace and syntax are minified (smaller source string kept in the heap: ~0.6 MiB one-byte
@@ -19,7 +22,7 @@ echo '{"type":"commonjs"}' > dist/package.json
 # identifiers are not, so
 # stack traces keep function names (mangling them measured ~3 MiB more idle RSS). Positions map
 # back to src/ through dist/envd.cjs.map and dist/envd-rest.cjs.map: `node --enable-source-maps dist/envd`.
-# ENVD_BUNDLED lets src/lazy.ts require packages on first use; import.meta does not exist here.
+# ENVD_BUNDLED lets src/envd/platform/lazy.ts require packages on first use; import.meta does not exist here.
 # Two bundles: envd.cjs, what envd needs to listen and answer /health, and envd-rest.cjs, everything
 # else, which it loads once it listens (src/envd/load-rest.ts, src/envd/http/early.ts), with
 # the V8 code cache dist/envd-rest.cache made here by this Node (compiling the bundle from source

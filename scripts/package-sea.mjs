@@ -143,9 +143,9 @@ function stage() {
   mkdirSync(STAGE, { recursive: true });
   copyFileSync(join(WORK, "envd"), join(STAGE, "envd"));
   chmodSync(join(STAGE, "envd"), 0o755);
-  const inotify = join(ROOT, "native", "inotify", "build", "Release", "inotify.node");
+  const inotify = join(ROOT, "native", "build", "Release", "inotify.node");
   if (existsSync(inotify)) copyFileSync(inotify, join(STAGE, "inotify.node"));
-  else process.stderr.write("package: warning: native/inotify is not built; the artifact ships without it\n");
+  else process.stderr.write("package: warning: native/ (the addon) is not built; the artifact ships without it\n");
   copyFileSync(xattrAddon(), join(STAGE, "xattr.node"));
   stageNodePty(join(STAGE, "node_modules", "node-pty"));
   copyFileSync(join(ROOT, "packaging", "envd.service"), join(STAGE, "envd.service"));

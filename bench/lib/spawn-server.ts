@@ -2,14 +2,14 @@
 // way the daemon does (own session, stdout/stderr pipes, as uid/gid given on the command line),
 // waits for its exit and both pipes' EOF, and answers with the exit code. No RPC framework, no
 // streaming, no envd. Run as its own process (like the daemon), it prints its port on stdout.
-// With `native`, it spawns with envd's own fork-free spawn (native/inotify/spawn.c) instead of
+// With `native`, it spawns with envd's own fork-free spawn (native/spawn/spawn.c) instead of
 // Node's: the floor for the daemon's way of starting processes.
 import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import http from "node:http";
 import { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
-import { addonExtra } from "../../src/envd/system/addon.js";
+import { addonExtra } from "../../src/envd/platform/addon.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 
 function run(uid: number | undefined, gid: number | undefined): Promise<number | null> {

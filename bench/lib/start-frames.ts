@@ -1,6 +1,6 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { StartResponseSchema } from "../../src/envd/gen/process/process_pb.js";
-import { addonExtra } from "../../src/envd/system/addon.js";
+import { addonExtra } from "../../src/envd/platform/addon.js";
 
 /** Longest protobuf prefix of a data event: three tags and three 5-byte varints. */
 const DATA_PREFIX_MAX = 18;

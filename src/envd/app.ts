@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { hostTokenHash, type Config } from "./config.js";
 import type { Deps } from "./deps.js";
 import { UserDb } from "./auth/users.js";
-import { SandboxState } from "./system/state.js";
+import { SandboxState } from "./sandbox/state.js";
 import type { Logger } from "./http/log.js";
 import type { EarlyGate } from "./http/early.js";
 import { serviceEntry } from "./http/fast-unary.js";
@@ -18,12 +18,12 @@ import { createFilesystemService } from "./filesystem/service.js";
 import { createProcessService } from "./process/service.js";
 import { processEventFrame } from "./process/frames.js";
 import { filesRoutes } from "./files/routes.js";
-import { systemRoutes } from "./system/routes.js";
-import { initRoute } from "./system/init.js";
-import { MetricsSampler } from "./system/metrics.js";
-import { createClock } from "./system/clock.js";
-import { CaInstaller } from "./system/ca.js";
-import { TokenHashStore } from "./system/token-store.js";
+import { sandboxRoutes } from "./sandbox/routes.js";
+import { initRoute } from "./sandbox/init.js";
+import { MetricsSampler } from "./sandbox/metrics.js";
+import { createClock } from "./sandbox/clock.js";
+import { CaInstaller } from "./sandbox/ca.js";
+import { TokenHashStore } from "./sandbox/token-store.js";
 
 
 /** A running daemon: how to stop it. */
@@ -66,7 +66,7 @@ export async function startApp(config: Config, version: string, { server, gate, 
     shutdownSignal: shutdown.signal,
     firstOperationId: gate.operationsUsed + 1,
     routes: [
-      ...systemRoutes(deps, metrics),
+      ...sandboxRoutes(deps, metrics),
       initRoute(deps, { clock: createClock(config.clock), ca: new CaInstaller(config.caBundlePath, config.caCertPath), version, tokens }),
       ...filesRoutes(deps),
     ],

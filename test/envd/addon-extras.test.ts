@@ -1,11 +1,11 @@
-// The addon's extras besides inotify (src/system/addon.ts): base64 both ways against Buffer's
+// The addon's extras besides inotify (src/envd/platform/addon.ts): base64 both ways against Buffer's
 // own, the output pipe's capacity, and the pool that recycles big buffers.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { closeSync, fstatSync, readSync, writeSync } from "node:fs";
-import { addonExtra } from "../../src/envd/system/addon.js";
-import { BufferPool } from "../../src/envd/system/buffer-pool.js";
+import { addonExtra } from "../../src/envd/platform/addon.js";
+import { BufferPool } from "../../src/envd/platform/buffer-pool.js";
 
 const encode = addonExtra("base64Encode");
 const decode = addonExtra("base64Decode");

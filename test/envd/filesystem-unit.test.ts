@@ -6,7 +6,7 @@ import { compareNames } from "../../src/envd/filesystem/list.js";
 import { goError } from "../../src/envd/filesystem/go-error.js";
 import { isNetworkFs } from "../../src/envd/filesystem/watch-validate.js";
 import { newWatcherId } from "../../src/envd/filesystem/watchers.js";
-import { addonCandidates } from "../../src/envd/filesystem/inotify.js";
+import { addonCandidates } from "../../src/envd/platform/native-addon.js";
 
 test("goPermissions renders Go's FileMode.String() letters and order", () => {
   assert.equal(goPermissions(0o100644), "-rw-r--r--");
@@ -64,7 +64,7 @@ test("addon lookup order: env dir, script dir, repo build beside it, /usr/lib/en
   const list = addonCandidates({ ENVD_ADDON_DIR: "/opt/x" });
   assert.equal(list[0], "/opt/x/inotify.node");
   assert.ok(list.indexOf("/usr/lib/envd/inotify.node") > 0);
-  assert.ok(list.some((p) => p.endsWith("native/inotify/build/Release/inotify.node")));
+  assert.ok(list.some((p) => p.endsWith("native/build/Release/inotify.node")));
 });
 
 test("inotify_add_watch failures: the watch limit is resource_exhausted in plain words", async () => {

@@ -5,8 +5,8 @@ import { existsSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, startDaemon } from "./helpers/daemon.js";
 import { clients, sdkSandbox, tempDir } from "./helpers/clients.js";
-import { lazy } from "../../src/envd/lazy.js";
-import { TrimPolicy } from "../../src/envd/system/memory.js";
+import { lazy } from "../../src/envd/platform/lazy.js";
+import { TrimPolicy } from "../../src/envd/platform/memory.js";
 import { loadInotify } from "../../src/envd/filesystem/inotify.js";
 
 /** Native addons mapped into a process. */
@@ -138,7 +138,7 @@ test("TrimPolicy trims only after quiet ticks with RSS well above its floor, and
 test("reduceHeap gives back the young generation that a burst grew, without exposing gc to the daemon's scope", { skip: Number(process.versions.node.split(".")[0]) < 22 ? "V8 before Node 22 has no last-resort gc flavor" : false }, () => {
   const script = `
     import { getHeapSpaceStatistics } from "node:v8";
-    import { reduceHeap } from ${JSON.stringify(new URL("../../src/envd/system/heap.js", import.meta.url).href)};
+    import { reduceHeap } from ${JSON.stringify(new URL("../../src/envd/platform/heap.js", import.meta.url).href)};
     const young = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size;
     const keep = [];
     for (let r = 0; r < 60; r++) { const a = []; for (let i = 0; i < 100000; i++) a.push({ r, i }); keep.push(a.length); }

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { readCgroup } from "../../src/envd/system/cgroup-limits.js";
-import { MetricsSampler, parseMeminfo } from "../../src/envd/system/metrics.js";
+import { readCgroup } from "../../src/envd/sandbox/cgroup-limits.js";
+import { MetricsSampler, parseMeminfo } from "../../src/envd/sandbox/metrics.js";
 
 const MiB = 2 ** 20;
 

@@ -1,4 +1,4 @@
-// The addon's fork-free spawn (native/inotify/spawn.c) as src/process/spawner.ts uses it: what
+// The addon's fork-free spawn (native/spawn/spawn.c) as src/envd/process/spawner.ts uses it: what
 // the child gets (ids, groups, directory, environment, session, default signal dispositions,
 // nothing blocked), PATH search, exec errors, exit codes and signals, and no descriptor left.
 import { test } from "node:test";
@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync, readSync, writeFileSync, chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addonExtra, type SpawnOptions } from "../../src/envd/system/addon.js";
+import { addonExtra, type SpawnOptions } from "../../src/envd/platform/addon.js";
 import { nativeLine } from "../../src/envd/process/wrapper.js";
 
 const spawn = addonExtra("spawn")!;

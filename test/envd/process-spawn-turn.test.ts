@@ -1,15 +1,25 @@
+// The spawn gate (src/envd/process/spawn-turn.ts) on a clock the test moves by hand: a spawn that
+// blocks the loop for some milliseconds is the clock moving that much while the caller runs, so
+// the budget is spent exactly, and turns of the loop are counted by check phases.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { SPAWN_BUDGET_MS, spawnTurn } from "../../src/envd/process/spawn-turn.js";
+import { SPAWN_BUDGET_MS, SpawnGate, spawnTurn } from "../../src/envd/process/spawn-turn.js";
 
-function busyWait(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // a spawn blocking the loop until the child exec'd
-  }
+/** A gate on a hand-moved clock; `spend(ms)` is a spawn that held the loop for `ms`. */
+function manualGate() {
+  let t = 1_000;
+  return {
+    gate: new SpawnGate(() => t),
+    spend(ms: number) {
+      t += ms;
+    },
+  };
 }
 
+const checkPhase = () => new Promise<void>((r) => setImmediate(r));
+
 test("spawnTurn: every caller gets its turn, in order, and other I/O runs between the turns of a burst", async () => {
+  const { gate, spend } = manualGate();
   const order: number[] = [];
   let otherWorkRanAt = -1;
   // Other requests' work, ready while the burst waits.
@@ -17,8 +27,8 @@ test("spawnTurn: every caller gets its turn, in order, and other I/O runs betwee
   const spawnMs = SPAWN_BUDGET_MS / 2 + 1;
   await Promise.all(
     Array.from({ length: 20 }, async (_, i) => {
-      await spawnTurn();
-      busyWait(spawnMs);
+      await gate.turn();
+      spend(spawnMs);
       order.push(i);
     }),
   );
@@ -26,7 +36,33 @@ test("spawnTurn: every caller gets its turn, in order, and other I/O runs betwee
   assert.ok(otherWorkRanAt > 0 && otherWorkRanAt < 20, `other work ran after ${otherWorkRanAt} of 20 spawns`);
 });
 
+test("spawnTurn: a turn grants spawns only until its budget is used", async () => {
+  const { gate, spend } = manualGate();
+  const turnOf: number[] = [];
+  let turn = 0;
+  let counting = true;
+  const count = () => {
+    if (!counting) return;
+    turn++;
+    setImmediate(count);
+  };
+  setImmediate(count);
+  await Promise.all(
+    Array.from({ length: 9 }, async () => {
+      await gate.turn();
+      turnOf.push(turn);
+      spend(SPAWN_BUDGET_MS / 2 + 1);
+    }),
+  );
+  counting = false;
+  // Each spawn uses more than half the budget: two per turn of the loop.
+  const perTurn = new Map<number, number>();
+  for (const t of turnOf) perTurn.set(t, (perTurn.get(t) ?? 0) + 1);
+  assert.deepEqual([...perTurn.values()], [2, 2, 2, 2, 1], `spawns per turn: ${JSON.stringify([...perTurn])}`);
+});
+
 test("spawnTurn: a lone caller waits no more than one turn", async () => {
+  const { gate } = manualGate();
   // Turns of the loop are counted by check phases: a chain of setImmediate callbacks.
   let turns = 0;
   let granted = false;
@@ -36,30 +72,39 @@ test("spawnTurn: a lone caller waits no more than one turn", async () => {
     setImmediate(count);
   };
   setImmediate(count);
-  await spawnTurn();
+  await gate.turn();
   granted = true;
   assert.ok(turns <= 1, `granted after ${turns} turns of the loop`);
   // and the gate re-arms for later callers
-  await spawnTurn();
+  await gate.turn();
 });
 
 test("spawnTurn: after a quiet spell the first caller goes without waiting for a turn", async () => {
-  await new Promise((r) => setTimeout(r, SPAWN_BUDGET_MS + 5));
-  // A loaded machine can fire the timer before the check phase that closes the last test's turn.
-  await new Promise((r) => setImmediate(r));
+  const { gate, spend } = manualGate();
+  await gate.turn();
+  spend(SPAWN_BUDGET_MS);
+  // The loop's check phase closes that turn; time passes with nothing to spawn.
+  await checkPhase();
+  spend(SPAWN_BUDGET_MS + 5);
   let immediateRan = false;
   setImmediate(() => (immediateRan = true));
-  await spawnTurn();
+  await gate.turn();
   assert.equal(immediateRan, false, "granted before the loop's next check phase");
 });
 
 test("spawnTurn: a caller in a later turn of the loop goes at once, however soon after the last spawn", async () => {
-  await spawnTurn();
-  busyWait(1);
+  const { gate, spend } = manualGate();
+  await gate.turn();
+  spend(1);
   // The loop's check phase closes the turn; well within the budget's time, a new caller comes.
-  await new Promise((r) => setImmediate(r));
+  await checkPhase();
   let immediateRan = false;
   setImmediate(() => (immediateRan = true));
-  await spawnTurn();
+  await gate.turn();
   assert.equal(immediateRan, false, "granted before the loop's next check phase");
+});
+
+test("spawnTurn: the daemon's gate lets a lone caller spawn", async () => {
+  await spawnTurn();
+  await spawnTurn();
 });

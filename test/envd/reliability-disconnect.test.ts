@@ -2,16 +2,19 @@
 // h2c) aborted at seeded random points. Afterwards the daemon's descriptors and RSS are back
 // near their baseline, a long-running process it started is unaffected, every upload target
 // holds either its old content or the complete content of one upload (never a torn file),
-// and no upload temp file is left. Quick: hundreds of aborts; ENVD_SOAK=1: thousands.
+// and no upload temp file is left. Quick: hundreds of aborts; ENVD_SOAK=1: thousands. The abort
+// points are the fuzz input; what is checked waits for events (processes' end events, the daemon
+// letting go of closed connections and of uploaded files), never for a stretch of time.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { createHash, randomBytes } from "node:crypto";
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { startDaemon, type Daemon } from "./helpers/daemon.js";
 import { clients } from "./helpers/clients.js";
-import { assertHealthy, budget, envelope, pool, procStats, Rng, seeds, settleFds, sleep, SOAK } from "./helpers/fuzz.js";
+import { assertHealthy, budget, envelope, pool, procStats, Rng, seeds, settleFds, SOAK } from "./helpers/fuzz.js";
+import { closedSocketsHeld, until } from "./helpers/at-rest.js";
 import { Signal } from "../../src/envd/gen/process/process_pb.js";
 
 let d: Daemon;
@@ -91,8 +94,11 @@ function aborted(path: string, headers: Record<string, string>, body: Buffer | u
   });
 }
 
-/** Uploads `content` to `path`, destroying the connection `holdMs` after `cutAt` body bytes (undefined: send all). */
-function upload(path: string, content: Buffer, cutAt: number | undefined, holdMs = 2): Promise<number> {
+/**
+ * Uploads `content` to `path`; with `cutAt`, sends that many body bytes, waits for `hold` (a
+ * promise; by default the bytes' flush to the socket) and destroys the connection.
+ */
+function upload(path: string, content: Buffer, cutAt: number | undefined, hold?: Promise<unknown>): Promise<number> {
   return new Promise((resolve) => {
     const req = httpRequest(`${d.url}/files?path=${encodeURIComponent(path)}`, {
       method: "POST",
@@ -112,8 +118,8 @@ function upload(path: string, content: Buffer, cutAt: number | undefined, holdMs
         if (req.destroyed) return;
         const end = Math.min(content.length, off + chunk);
         if (cutAt !== undefined && cutAt < end) {
-          req.write(content.subarray(off, cutAt));
-          await sleep(holdMs);
+          await new Promise<void>((r) => req.write(content.subarray(off, cutAt), () => r()));
+          await hold;
           req.destroy();
           return;
         }
@@ -188,22 +194,48 @@ async function storm(n: number, seed: number): Promise<void> {
   }
 }
 
-async function victimTicks(): Promise<number> {
+/** Connects to the victim and reads its output until it has printed `n` more ticks (or its stream ends); returns the count. */
+async function victimTicks(n: number): Promise<number> {
   const c = clients(d.url);
   const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), 1000);
   let ticks = 0;
   try {
     for await (const r of c.proc.json.connect({ process: { selector: { case: "pid", value: victimPid } } }, { signal: ac.signal })) {
       if (r.event?.event.case === "data") ticks += (Buffer.from(r.event.event.value.output.value as Uint8Array).toString().match(/tick/g) ?? []).length;
-      if (r.event?.event.case === "end") break;
+      if (r.event?.event.case === "end" || ticks >= n) break;
     }
-  } catch {
-    // cut after a second on purpose
   } finally {
-    clearTimeout(timer);
+    ac.abort();
   }
   return ticks;
+}
+
+/** Waits for the end event of every process but the victim (each storm process ends by itself). */
+async function othersEnded(): Promise<void> {
+  const c = clients(d.url);
+  for (;;) {
+    const others = (await c.proc.json.list({})).processes.map((p) => p.pid).filter((pid) => pid !== victimPid);
+    if (others.length === 0) return;
+    await Promise.all(others.map(async (pid) => {
+      try {
+        for await (const r of c.proc.json.connect({ process: { selector: { case: "pid", value: pid } } })) if (r.event?.event.case === "end") break;
+      } catch {
+        // ended (and was forgotten) between the list and the connect
+      }
+    }));
+  }
+}
+
+/** The daemon is at rest: no process but the victim, and every connection a client closed is closed on its side too. */
+async function atRest(): Promise<void> {
+  await othersEnded();
+  await until(() => closedSocketsHeld(d.pid).length === 0, "the daemon still holds connections its clients closed");
+}
+
+/** Waits until the daemon holds no descriptor on `path` nor on an upload temp file beside it: every upload to it has settled. */
+async function uploadsSettled(path: string): Promise<void> {
+  const temp = `.${basename(path)}.envd-upload.`;
+  await until(() => !procStats(d.pid).fdTargets.some((t) => t.startsWith(path) || t.includes(temp)), `uploads to ${path} still open in the daemon`);
 }
 
 test("disconnect storm: descriptors and memory return, the victim process runs on, no torn or temp files", async (t) => {
@@ -211,7 +243,7 @@ test("disconnect storm: descriptors and memory return, the victim process runs o
   const perRound = budget(300, 1500);
   // Warm-up round: lazy module loading and V8 heap growth are not leaks.
   await storm(budget(100, 400), list[0]);
-  await sleep(1500);
+  await atRest();
   const base = procStats(d.pid);
   t.diagnostic(`baseline after warm-up: ${base.fds} fds, ${Math.round(base.rssKiB / 1024)} MiB RSS`);
   const rss: number[] = [];
@@ -230,13 +262,9 @@ test("disconnect storm: descriptors and memory return, the victim process runs o
 
   // Processes: the victim is alive and still producing output; every storm process has ended.
   const c = clients(d.url);
-  let live = (await c.proc.json.list({})).processes;
-  for (let i = 0; i < 50 && live.length > 1; i++) {
-    await sleep(100);
-    live = (await c.proc.json.list({})).processes;
-  }
-  assert.deepEqual(live.map((p) => p.pid), [victimPid], "only the victim is still running");
-  assert.ok((await victimTicks()) >= 5, "the victim keeps printing");
+  await othersEnded();
+  assert.deepEqual((await c.proc.json.list({})).processes.map((p) => p.pid), [victimPid], "only the victim is still running");
+  assert.ok((await victimTicks(5)) >= 5, "the victim keeps printing");
 
   // Files: every target is its old content or exactly one upload's complete content.
   const names = readdirSync(scratch);
@@ -256,18 +284,28 @@ test("racing uploads to one new path: a failed upload never removes the file ano
     const path = join(scratch, "race", `new-${round}.bin`);
     const whole = new Set<string>();
     // The first upload creates the file, sends part of its body and hangs there; meanwhile
-    // whole uploads to the same path complete; then the first one is cut off.
-    const first = upload(path, randomBytes(256 * 1024), 1 + rng.int(128 * 1024), 150 + rng.int(150));
-    await sleep(30);
+    // the others (two whole, one cut) go to the same path; the first one is cut off once a
+    // seeded number of them (none to all three) have been answered.
+    let release!: () => void;
+    const cutFirst = new Promise<void>((r) => (release = r));
+    let firstDone = false;
+    const first = upload(path, randomBytes(256 * 1024), 1 + rng.int(128 * 1024), cutFirst).finally(() => (firstDone = true));
+    await until(() => existsSync(path) || firstDone, "the first upload's file never appeared");
+    const answeredBeforeCut = rng.int(4);
+    let answered = 0;
+    if (answeredBeforeCut === 0) release();
     const others = Array.from({ length: 3 }, async (_, k) => {
       const content = randomBytes(16 * 1024 + rng.int(128 * 1024));
       const cut = k === 2 ? 1 + rng.int(content.length - 1) : undefined;
       if (cut === undefined) whole.add(sha(content));
-      return { status: await upload(path, content, cut), cut };
+      const status = await upload(path, content, cut);
+      if (++answered === answeredBeforeCut) release();
+      return { status, cut };
     });
     const results = [{ status: await first, cut: 0 }, ...(await Promise.all(others))];
     const ok = results.filter((r) => r.status === 200).length;
-    await sleep(300); // the daemon learns of the cut connection a moment after the client closed it
+    // The daemon learns of a cut connection after the client closed it: wait until it let go of the file.
+    await uploadsSettled(path);
     const now = existsSync(path) ? sha(readFileSync(path)) : "absent";
     if (ok > 0 && !whole.has(now)) lost.push(`${path}: ${ok} upload(s) answered 200, file is ${now === "absent" ? "gone" : "foreign"}`);
   });
@@ -277,7 +315,7 @@ test("racing uploads to one new path: a failed upload never removes the file ano
 });
 
 test("stream requests aborted before their first message leave nothing behind (h1 and h2)", async () => {
-  await sleep(500);
+  await atRest();
   const base = procStats(d.pid).fds;
   const n = budget(100, 1000);
   await pool(Array.from({ length: n }, (_, i) => i), 32, async (i) => {

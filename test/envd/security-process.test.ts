@@ -49,7 +49,7 @@ function isolated(opts: { bare?: boolean } = {}): Promise<Daemon> {
   if (opts.bare) {
     // No setpriv (ids go to node-pty and Node's spawn as numbers) and no addon (Node's spawn, not ours).
     for (const dir of ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]) mounts.push(`{ ! [ -e ${dir}/setpriv ] || mount --bind /dev/null ${dir}/setpriv; }`);
-    mounts.push(`mount -t tmpfs none ${join(ROOT, "native", "inotify", "build", "Release")}`);
+    mounts.push(`mount -t tmpfs none ${join(ROOT, "native", "build", "Release")}`);
   }
   const script = `${mounts.join(" && ")} && exec "$@"`;
   return startDaemon({ prefix: ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "envd-ns"] });

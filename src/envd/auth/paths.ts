@@ -2,7 +2,7 @@ import { mkdir, stat } from "node:fs/promises";
 import { isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { User } from "./users.js";
-import { addonExtra } from "../system/addon.js";
+import { addonExtra } from "../platform/addon.js";
 
 /** Longest path we accept (Linux PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;

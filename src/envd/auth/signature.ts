@@ -1,4 +1,4 @@
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 import { normalize } from "node:path";
 import { HttpError } from "../http/errors.js";
 import { safeEqual, type AccessToken } from "./token.js";

@@ -1,4 +1,4 @@
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 
 /** Constant-time string equality: both sides are hashed first so lengths never leak. */
 export function safeEqual(a: string, b: string): boolean {

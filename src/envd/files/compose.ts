@@ -1,4 +1,4 @@
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 import { constants, type Stats } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { basename, dirname } from "node:path";

@@ -1,4 +1,4 @@
-import { lazy } from "../lazy.js";
+import { lazy } from "../platform/lazy.js";
 
 const contentDisposition = lazy<typeof import("content-disposition")>("content-disposition", () => require("content-disposition"));
 

@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync } from "node:fs";
 import { lstat, readFile, rename, unlink, writeFile } from "node:fs/promises";
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 import { join } from "node:path";
 import type { Logger } from "../http/log.js";
 

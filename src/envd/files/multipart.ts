@@ -7,7 +7,7 @@ import { bodyError } from "./body.js";
 import { STREAM_CHUNK } from "./io.js";
 import { storeUpload, type UploadTarget } from "./store.js";
 import { writtenFile, type WrittenFile } from "./entry.js";
-import { lazy } from "../lazy.js";
+import { lazy } from "../platform/lazy.js";
 
 const busboy = lazy<typeof import("@fastify/busboy")>("@fastify/busboy", () => require("@fastify/busboy"));
 

@@ -1,6 +1,6 @@
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 import { HttpError } from "../http/errors.js";
-import { lazy } from "../lazy.js";
+import { lazy } from "../platform/lazy.js";
 
 const parseRange = lazy<typeof import("range-parser")>("range-parser", () => require("range-parser"));
 

@@ -1,6 +1,6 @@
 import { chown, type FileHandle } from "node:fs/promises";
 import { constants, type Stats } from "node:fs";
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { ConnectError, Code } from "@connectrpc/connect";

@@ -7,7 +7,7 @@ import type { User } from "../auth/users.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ensureDirs } from "../auth/paths.js";
 import { HttpError } from "../http/errors.js";
-import { addonExtra } from "../system/addon.js";
+import { addonExtra } from "../platform/addon.js";
 
 /** open(2)'s O_PATH (x86-64, arm64, riscv): a handle that names a file without opening it for I/O. */
 const O_PATH = 0o10000000;

@@ -1,12 +1,13 @@
-import { createRequire } from "node:module";
-import { existsSync, realpathSync } from "node:fs";
-import { dirname, join } from "node:path";
+// The inotify surface of envd's native addon (native/inotify/inotify.c) and the parsing of the
+// kernel's event records it hands over; recursion, event mapping and buffering are in hub.ts and
+// dir-watch.ts.
 import { endianness } from "node:os";
+import { loadNativeAddon } from "../platform/native-addon.js";
 
 /** An open inotify instance inside the addon (opaque). */
 export type InotifyHandle = { readonly __brand: "inotify" };
 
-/** The surface of native/inotify (see inotify.c for why it exists). */
+/** The inotify surface of the addon (see native/inotify/inotify.c for why it exists). */
 export interface InotifyAddon {
   open(onReadable: (status: number) => void): InotifyHandle;
   addWatch(handle: InotifyHandle, path: string, mask: number): number;
@@ -29,56 +30,9 @@ export interface RawEvent {
   name: string;
 }
 
-const ADDON_FILE = "inotify.node";
-
-function safeRealpath(p: string): string {
-  try {
-    return realpathSync(p);
-  } catch {
-    return p;
-  }
-}
-
-/**
- * Files the addon is looked for at, in order: $ENVD_ADDON_DIR, beside the running script, the
- * repo build output next to it, beside the executable and its ../lib/envd (single-executable
- * artifact), /usr/lib/envd (installed), then the build output in any folder above the script
- * or the working directory (compiled tests run from build/test).
- */
-export function addonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
-  const release = ["native", "inotify", "build", "Release"];
-  const dirs: string[] = [];
-  if (env.ENVD_ADDON_DIR) dirs.push(env.ENVD_ADDON_DIR);
-  const script = process.argv[1] ? dirname(safeRealpath(process.argv[1])) : undefined;
-  if (script) dirs.push(script, join(script, "..", ...release));
-  const exe = dirname(process.execPath);
-  dirs.push(exe, join(exe, "..", "lib", "envd"), "/usr/lib/envd");
-  for (const start of [script, process.cwd()]) {
-    for (let dir = start, i = 0; dir && i < 6; i++, dir = dirname(dir)) dirs.push(join(dir, ...release));
-  }
-  return [...new Set(dirs.map((d) => join(d, ADDON_FILE)))];
-}
-
-let loaded: InotifyAddon | Error | undefined;
-
-/** Loads the addon once; throws an Error naming every place tried when it cannot be found or loaded. */
+/** Loads the addon once (platform/native-addon.ts) as its inotify surface; throws an Error naming every place tried when it cannot. */
 export function loadInotify(): InotifyAddon {
-  if (loaded instanceof Error) throw loaded;
-  if (loaded) return loaded;
-  const require = createRequire(join(process.cwd(), "noop.js"));
-  const tried = addonCandidates();
-  for (const file of tried) {
-    if (!existsSync(file)) continue;
-    try {
-      loaded = require(file) as InotifyAddon;
-      return loaded;
-    } catch (err) {
-      loaded = new Error(`cannot load inotify addon ${file}: ${(err as Error).message}`);
-      throw loaded;
-    }
-  }
-  loaded = new Error(`inotify addon not found (looked at ${tried.join(", ")})`);
-  throw loaded;
+  return loadNativeAddon() as InotifyAddon;
 }
 
 const LE = endianness() === "LE";

@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { EntryInfo } from "../gen/filesystem/filesystem_pb.js";
 import type { User } from "../auth/users.js";
 import { ensureDirs, ensureDirsOpen } from "../auth/paths.js";
-import { addonExtra } from "../system/addon.js";
+import { addonExtra } from "../platform/addon.js";
 import { entryInfo, type NameLookup } from "./entry-info.js";
 import { fsError, goError } from "./go-error.js";
 

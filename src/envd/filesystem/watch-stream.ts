@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { WatchDirResponseSchema, type WatchDirResponse } from "../gen/filesystem/filesystem_pb.js";
-import { keepaliveIntervalMs, withKeepalive } from "../http/keepalive.js";
+import { keepaliveIntervalMs, withKeepalive } from "../stream/keepalive.js";
 import type { WatcherRegistry, WatchRequest } from "./watchers.js";
 
 /**

@@ -1,4 +1,4 @@
-import { crypto } from "../system/crypto.js";
+import { crypto } from "../platform/crypto.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FilesystemEvent } from "../gen/filesystem/filesystem_pb.js";
 import type { NameLookup } from "./entry-info.js";

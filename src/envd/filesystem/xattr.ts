@@ -1,4 +1,4 @@
-import { lazy } from "../lazy.js";
+import { lazy } from "../platform/lazy.js";
 
 // The native addon is opened by the first metadata read or write, not at start.
 const napi = lazy<typeof import("@napi-rs/xattr")>("@napi-rs/xattr", () => require("@napi-rs/xattr"));

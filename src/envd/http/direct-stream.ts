@@ -1,23 +1,12 @@
+// The direct path of a Connect server stream: a service's StreamCall implementation
+// (stream/contract.ts) answered straight from the Node request, without connect-es's layers.
 import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import { contentTypeStreamJson, contentTypeStreamProto } from "@connectrpc/connect/protocol-connect";
 import type { User } from "../auth/users.js";
-import { flushedKey, type Frame } from "./framed-stream.js";
+import { flushedKey, type DirectStream, type Frame } from "../stream/contract.js";
 import { rpcError } from "./errors.js";
 import { codeName, recordKey } from "./interceptors.js";
 import { CLIENT_GONE, CallSignal, answerSink, drained, header, type Req, type Res } from "./node-call.js";
-
-/** What a server stream's implementation needs from its call, however the call arrived. */
-export interface StreamCall {
-  /** Aborted when the client leaves, the deadline passes or the daemon shuts down. */
-  readonly signal: AbortSignal;
-  /** A request header by name (any case), or null. */
-  header(name: string): string | null;
-  /** The user the request named in its Basic auth header, if any. */
-  readonly user: User | undefined;
-}
-
-/** A server-streaming implementation that takes a StreamCall instead of a HandlerContext. */
-export type DirectStream = (message: unknown, call: StreamCall) => AsyncIterable<unknown>;
 
 /** A method served by `serveDirect`: its implementation and the codec pieces it needs. */
 export interface DirectMethod {

@@ -1,8 +1,9 @@
+// Registration of a service whose server streams answer with ready frames (stream/contract.ts):
+// connect-es's Connect handler with the message serialization replaced by the service's frames.
 import { create, isMessage, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
-  createContextKey,
   createHandlerContext,
   createServiceImplSpec,
   type ConnectRouter,
@@ -44,26 +45,10 @@ import {
 } from "@connectrpc/connect/protocol-connect";
 import { createHandlerFactory as grpcFactory } from "@connectrpc/connect/protocol-grpc";
 import { createHandlerFactory as grpcWebFactory } from "@connectrpc/connect/protocol-grpc-web";
-import type { DirectMethod, DirectStream } from "./direct-stream.js";
+import type { DirectMethod } from "./direct-stream.js";
+import { flushedKey, type DirectStreams, type Frame, type FrameEncoder } from "../stream/contract.js";
 import { rpcError } from "./errors.js";
 import { copyHeaders, invokeServerStream, type InvokedStream, type MethodSpec, type ServerStreamSpec } from "./invoke-stream.js";
-
-/** Direct implementations (direct-stream.ts) of a service's server streams, by method local name. */
-export type DirectStreams = Partial<Record<string, DirectStream>>;
-
-/**
- * One response message as ready Connect frame pieces; `written` is called once they reached the
- * kernel. `last`: no message follows this one in its stream (the direct path then ends the
- * answer with it).
- */
-export interface Frame {
-  pieces: Uint8Array[];
-  written?: () => void;
-  last?: boolean;
-}
-
-/** Encodes one response message as a Frame, or returns undefined for the generic path. */
-export type FrameEncoder = (message: unknown, binary: boolean) => Frame | undefined;
 
 /**
  * The encoder of a service without hand-made frames: every message leaves through connect-es's
@@ -71,12 +56,6 @@ export type FrameEncoder = (message: unknown, binary: boolean) => Frame | undefi
  * with it buys is the fast path (fast-stream.ts) for its server streams (WatchDir).
  */
 export const serializedFrames: FrameEncoder = () => undefined;
-
-/**
- * Tells whether everything written to the response so far was handed to the kernel (set by
- * the HTTP layer per request; absent, `Frame.written` callbacks are never called).
- */
-export const flushedKey = createContextKey<(() => boolean) | undefined>(undefined, { description: "envd response flushed" });
 
 type HandlerFactory = ReturnType<typeof connectFactory>;
 

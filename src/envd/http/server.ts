@@ -1,6 +1,6 @@
 import http from "node:http";
 import type http2 from "node:http2";
-import { lazy } from "../lazy.js";
+import { lazy } from "../platform/lazy.js";
 
 /** node:http2 loads with the first HTTP/2 connection: most clients (and /health) speak HTTP/1.1. */
 const loadHttp2 = lazy<typeof http2>("node:http2", () => require("node:http2"));

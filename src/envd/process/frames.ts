@@ -1,7 +1,7 @@
 import type { ProcessEvent } from "../gen/process/process_pb.js";
-import type { Frame } from "../http/framed-stream.js";
-import { addonExtra, type AddonExtras } from "../system/addon.js";
-import { BufferPool } from "../system/buffer-pool.js";
+import type { Frame } from "../stream/contract.js";
+import { addonExtra, type AddonExtras } from "../platform/addon.js";
+import { BufferPool } from "../platform/buffer-pool.js";
 import { chunksOf } from "./events.js";
 
 /**

@@ -7,7 +7,7 @@ import { signalName } from "./exit-status.js";
 import { PTY_CHUNK_BYTES } from "./limits.js";
 import { commandText, type SpawnPlan } from "./plan.js";
 import { execLine, int32Id, type ExecTools } from "./wrapper.js";
-import { lazy } from "../lazy.js";
+import { lazy } from "../platform/lazy.js";
 
 // node-pty (and its native addon) is loaded by the first PTY start, not at start.
 const nodePty = lazy<typeof import("node-pty")>("node-pty", () => require("node-pty"));

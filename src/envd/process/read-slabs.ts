@@ -12,7 +12,7 @@
  * slab out of the pool for good, and the garbage collector frees it like any other buffer.
  */
 
-import { BufferPool } from "../system/buffer-pool.js";
+import { BufferPool } from "../platform/buffer-pool.js";
 
 const SLAB_BYTES = 1024 * 1024;
 

@@ -3,7 +3,7 @@ import { closeSync, openSync } from "node:fs";
 import { Socket, type OnReadOpts, type SocketConstructorOpts } from "node:net";
 import { constants } from "node:os";
 import type { Readable, Writable } from "node:stream";
-import { addonExtra } from "../system/addon.js";
+import { addonExtra } from "../platform/addon.js";
 import type { SpawnPlan } from "./plan.js";
 import { SlabReader } from "./read-slabs.js";
 import { int32Id, type ExecLine } from "./wrapper.js";
@@ -31,7 +31,7 @@ export const MAX_UNPUBLISHED_BYTES = 512 * 1024;
 
 /**
  * Starts `line` for `plan` in a session of its own, stdout and stderr on pipes, stdin on a pipe
- * or /dev/null. With our addon: spawned without fork (native/inotify/spawn.c) on pipes read into
+ * or /dev/null. With our addon: spawned without fork (native/spawn/spawn.c) on pipes read into
  * reused slabs; else by Node. Rejects with an Error like Node's ("spawn cat ENOENT").
  */
 export async function spawnChild(plan: SpawnPlan, line: ExecLine): Promise<Child> {

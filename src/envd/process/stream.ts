@@ -1,8 +1,8 @@
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
-import type { StreamCall } from "../http/direct-stream.js";
+import type { StreamCall } from "../stream/contract.js";
 import { userKey } from "../auth/identity.js";
 import type { ProcessEvent } from "../gen/process/process_pb.js";
-import { KeepaliveReader, TICK, keepaliveIntervalMs } from "../http/keepalive.js";
+import { KeepaliveReader, TICK, keepaliveIntervalMs } from "../stream/keepalive.js";
 import { endEvent, keepaliveEvent, startEvent } from "./events.js";
 import type { Found } from "./registry.js";
 

@@ -3,7 +3,7 @@ import { accessSync, constants } from "node:fs";
 import { getPriority } from "node:os";
 import { delimiter, join } from "node:path";
 import { isApplicableId, type User } from "../auth/users.js";
-import { addonExtra, type SpawnOptions } from "../system/addon.js";
+import { addonExtra, type SpawnOptions } from "../platform/addon.js";
 
 /** The helper programs the exec wrapper uses, found once at start (absent ones are skipped). */
 export interface ExecTools {

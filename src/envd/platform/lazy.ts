@@ -1,3 +1,4 @@
+// Packages loaded on first use rather than at start, in the bundle and in the plain tsc build alike.
 import { createRequire } from "node:module";
 
 /** Set to true by the bundler (build.sh, scripts/package-sea.mjs); undefined in the plain tsc build. */

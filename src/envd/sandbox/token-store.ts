@@ -1,3 +1,4 @@
+// The access token's hash kept in the run dir, so that a restarted envd stays closed until /init.
 import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, chmodSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { isTokenHash } from "../config.js";

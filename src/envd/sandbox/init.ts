@@ -1,4 +1,5 @@
-import { crypto } from "./crypto.js";
+// POST /init: the host hands the sandbox its token, time, environment, user, workdir and CA.
+import { crypto } from "../platform/crypto.js";
 import type { Deps } from "../deps.js";
 import { hostTokenHash } from "../config.js";
 import type { Route, RouteRequest } from "../http/routes.js";

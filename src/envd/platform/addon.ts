@@ -1,10 +1,8 @@
-import { loadInotify } from "../filesystem/inotify.js";
+// The extras envd's always-shipped addon carries besides inotify (native/spawn, native/fs and the
+// helpers of native/addon.c): each is looked up once, and is undefined when the addon (or that
+// function in an older build) is missing, so every caller keeps a pure-Node fallback.
+import { loadNativeAddon } from "./native-addon.js";
 
-/**
- * The extras our always-shipped addon (native/inotify) carries besides inotify: each is looked
- * up once, and is undefined when the addon (or that function in an older build) is missing, so
- * every caller keeps a pure-Node fallback.
- */
 /** What a native spawn sets in the child besides its ids (see spawn). */
 export interface SpawnOptions {
   groups?: number[];
@@ -13,6 +11,7 @@ export interface SpawnOptions {
   oomScoreAdj?: number;
 }
 
+/** The functions of the addon besides inotify, as the TypeScript side calls them. */
 export interface AddonExtras {
   /** malloc_trim(0); true when memory was released. */
   trimMalloc(): boolean;
@@ -23,7 +22,7 @@ export interface AddonExtras {
   /** Strict base64 decode of `src` into `dst`; the bytes written, or -1 (invalid, or dst too small). Bench client only. */
   base64Decode(src: Uint8Array, dst: Uint8Array): number;
   /**
-   * Starts `file` (PATH-searched in `envp`) without forking envd (native/inotify/spawn.c); uid/gid
+   * Starts `file` (PATH-searched in `envp`) without forking envd (native/spawn/spawn.c); uid/gid
    * null keep ours (any other value must be an id from 0 to 2^32 - 2, else a RangeError), cwd "" keeps ours; `fds` become the child's stdin/stdout/stderr. Returns the
    * pid; throws an Error coded with the errno name when it cannot exec. `onExit` gets the exit
    * code (-1 when killed) and the signal number (0 when it exited). `options` set, in the child
@@ -48,7 +47,7 @@ export interface AddonExtras {
   spawnSupported(): boolean;
   /**
    * One filesystem call made on a thread of its own with a user's filesystem ids and groups
-   * (native/inotify/asuser.c), so the kernel checks permissions and follows links as for that
+   * (native/fs/asuser.c), so the kernel checks permissions and follows links as for that
    * user. `op`: 0 open(path, flags, mode) → fd (close-on-exec), 1 mkdir -p (mode 0755), 2
    * rename(path, path2), 3 unlink(path). Resolves with [result, at, inMkdir]: result is the fd
    * or 0, or -errno; `at` is the length of the path prefix mkdir -p failed on, and `inMkdir`
@@ -59,7 +58,7 @@ export interface AddonExtras {
   /**
    * Removes the entry `name` of directory `dir` and, if it is a directory, its whole tree, on a
    * worker thread, relative to open directory handles and never through a symbolic link
-   * (native/inotify/fsat.c). Links on the way to `dir` are read and walked, not left to the
+   * (native/fs/fsat.c). Links on the way to `dir` are read and walked, not left to the
    * kernel: past a link someone other than root made, `dir` must be one the user (uid, gid,
    * groups) may write, else EACCES. A missing entry is success; rejects with an Error coded
    * with the errno name, carrying `syscall` and `path`.
@@ -89,7 +88,7 @@ export function addonExtra<K extends keyof AddonExtras>(name: K): AddonExtras[K]
   if (!found.has(name)) {
     let fn: unknown;
     try {
-      const addon = loadInotify() as unknown as Partial<AddonExtras>;
+      const addon = loadNativeAddon() as Partial<AddonExtras>;
       fn = typeof addon[name] === "function" ? (addon[name] as (...a: unknown[]) => unknown).bind(addon) : undefined;
     } catch {
       fn = undefined;

@@ -1,3 +1,4 @@
+// Reading a small, bounded request body (the /init body) before its sender is known.
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { HttpError } from "../http/errors.js";

@@ -1,3 +1,4 @@
+// The CA bundle /init installs into the sandbox's trust store.
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 

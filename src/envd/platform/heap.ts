@@ -1,3 +1,4 @@
+// V8 heap reduction on demand: the last-resort collection memory.ts runs when envd goes quiet.
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 

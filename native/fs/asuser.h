@@ -1,4 +1,4 @@
-/* Filesystem calls made with a request user's credentials (asuser.c), registered by inotify.c's init. */
+/* Filesystem calls made with a request user's credentials (asuser.c), registered by native/addon/init.c. */
 #ifndef ENVD_ASUSER_H
 #define ENVD_ASUSER_H
 #include <node_api.h>

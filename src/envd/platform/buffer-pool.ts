@@ -1,3 +1,4 @@
+// Reused buffers of one size for streaming (process output frames, read slabs).
 /**
  * Free buffers of one size kept for reuse. Streaming hundreds of MiB/s through fresh buffers
  * makes V8 count them as external memory, which starts a full mark-compact every few tens of

@@ -1,3 +1,8 @@
+// sandbox/ is the state of the sandbox envd serves, as the host sets it with /init and reads it
+// back: the access token (and its hash kept across restarts), environment variables, the CA
+// bundle, the events host in /etc/hosts, the clock, and the /health, /envs and /metrics answers.
+//
+// This file: the sandbox-wide state object every request reads.
 import { AccessToken } from "../auth/token.js";
 import { EnvStore } from "./env-store.js";
 

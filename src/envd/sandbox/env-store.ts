@@ -1,3 +1,4 @@
+// The environment variables every process started in the sandbox gets.
 /** Names of the variables envd itself owns; /init envVars can neither set nor delete them. */
 export const INTERNAL_ENV_NAMES = new Set(["E2B_SANDBOX", "E2B_SANDBOX_ID", "E2B_TEMPLATE_ID", "E2B_EVENTS_ADDRESS"]);
 

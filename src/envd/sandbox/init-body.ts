@@ -1,3 +1,4 @@
+// Parsing and validating the body of POST /init.
 import { parseRfc3339Ns } from "./clock.js";
 
 /** A validated POST /init body (every field optional). */

@@ -1,5 +1,7 @@
+// Giving freed memory back to the system while envd is idle: when to trim (TrimPolicy) and the
+// trim itself (V8 heap reduction, malloc_trim through the addon).
 import { performance } from "node:perf_hooks";
-import type { Logger } from "../http/log.js";
+import type { Logger } from "../../common/log.js";
 import { addonExtra } from "./addon.js";
 import { reduceHeap } from "./heap.js";
 

@@ -1,6 +1,6 @@
 /*
  * Directory-handle-relative filesystem operations (fsat.c) and their N-API bindings
- * (fsat-js.c), registered on the addon's exports by inotify.c's init.
+ * (fsat-js.c), registered on the addon's exports by native/addon/init.c.
  */
 #ifndef ENVD_FSAT_H
 #define ENVD_FSAT_H

@@ -1,3 +1,4 @@
+// The sandbox's /etc/hosts entry for the host's events service, as /init sets it.
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { isIP } from "node:net";
 

@@ -1,10 +1,11 @@
+// The routes of the sandbox's state: GET /health, /envs and /metrics.
 import type { Deps } from "../deps.js";
 import type { Route } from "../http/routes.js";
 import type { MetricsSampler } from "./metrics.js";
 import { answerHealth } from "../http/early.js";
 
 /** GET /health, /envs and /metrics. */
-export function systemRoutes(deps: Deps, metrics: MetricsSampler): Route[] {
+export function sandboxRoutes(deps: Deps, metrics: MetricsSampler): Route[] {
   return [
     {
       method: "GET",

@@ -1,3 +1,6 @@
+// Keep-alives of server streams: the period a client asks for (Keepalive-Ping-Interval) and the
+// readers that put a keep-alive message into a stream's idle gaps. Transport-neutral: the process
+// and filesystem streams use it whichever way their call arrived.
 import { ConnectError } from "@connectrpc/connect";
 
 /** Default keepalive period when the client sends none or nonsense (reference: 90 s). */
@@ -9,6 +12,23 @@ export function keepaliveIntervalMs(header: string | null | undefined): number {
   const seconds = Number.isInteger(n) && n > 0 ? Math.min(n, 86_400) : DEFAULT_KEEPALIVE_SECONDS;
   return seconds * 1000;
 }
+
+/** The clock and timer a keep-alive reader runs on: the process's own, or one a test moves by hand. */
+export interface KeepaliveTimers {
+  /** Milliseconds on a monotonic clock. */
+  now(): number;
+  /** Calls `fn` once, `ms` from now; returns a handle for clearTimeout. */
+  setTimeout(fn: () => void, ms: number): unknown;
+  /** Cancels a timer that has not fired (a spent or unknown handle is ignored). */
+  clearTimeout(handle: unknown): void;
+}
+
+/** The real clock (performance.now) and Node's timers. */
+export const realTimers: KeepaliveTimers = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
 
 /** What `KeepaliveReader.read()` returns when a keep-alive is due instead of an item. */
 export const TICK: unique symbol = Symbol("keepalive tick");
@@ -29,8 +49,8 @@ export class KeepaliveReader<T> {
   private wake: (() => void) | undefined;
   private waiting = false;
   private tickDue = false;
-  private lastSent = performance.now();
-  private timer: NodeJS.Timeout;
+  private lastSent: number;
+  private timer: unknown;
   private readonly onAbort = (): void => this.wake?.();
   private readonly onValue = (r: IteratorResult<T>): void => {
     this.settled = { ok: r };
@@ -45,9 +65,11 @@ export class KeepaliveReader<T> {
     source: AsyncIterable<T>,
     private readonly intervalMs: number,
     private readonly signal: AbortSignal,
+    private readonly timers: KeepaliveTimers = realTimers,
   ) {
     this.it = source[Symbol.asyncIterator]();
-    this.timer = setTimeout(this.onTimer, intervalMs);
+    this.lastSent = timers.now();
+    this.timer = timers.setTimeout(this.onTimer, intervalMs);
     signal.addEventListener("abort", this.onAbort, { once: true });
   }
 
@@ -58,7 +80,7 @@ export class KeepaliveReader<T> {
    */
   async read(): Promise<IteratorResult<T> | typeof TICK> {
     // The caller comes back for more once it sent the previous item: the period starts now.
-    this.lastSent = performance.now();
+    this.lastSent = this.timers.now();
     for (;;) {
       if (this.signal.aborted) {
         if (this.signal.reason instanceof ConnectError) throw this.signal.reason;
@@ -91,7 +113,7 @@ export class KeepaliveReader<T> {
 
   /** Stops the timer and the abort listener and closes the source (not awaited). */
   close(): void {
-    clearTimeout(this.timer);
+    this.timers.clearTimeout(this.timer);
     this.signal.removeEventListener("abort", this.onAbort);
     // Not awaited: an async generator's return() queues behind a pending next(), so a source
     // blocked on input must watch `signal` itself to release its resources promptly.
@@ -99,14 +121,14 @@ export class KeepaliveReader<T> {
   }
 
   private readonly onTimer = (): void => {
-    const idle = performance.now() - this.lastSent;
+    const idle = this.timers.now() - this.lastSent;
     if (this.waiting && idle >= this.intervalMs - 1) {
       this.tickDue = true;
       this.wake?.();
-      this.timer = setTimeout(this.onTimer, this.intervalMs);
+      this.timer = this.timers.setTimeout(this.onTimer, this.intervalMs);
     } else {
       // Not waiting means the caller still holds the last item: count from when it comes back.
-      this.timer = setTimeout(this.onTimer, this.waiting ? this.intervalMs - idle : this.intervalMs);
+      this.timer = this.timers.setTimeout(this.onTimer, this.waiting ? this.intervalMs - idle : this.intervalMs);
     }
   };
 }
@@ -122,8 +144,9 @@ export async function* withKeepalive<T>(
   intervalMs: number,
   keepalive: () => T,
   signal: AbortSignal,
+  timers: KeepaliveTimers = realTimers,
 ): AsyncGenerator<T> {
-  const reader = new KeepaliveReader(source, intervalMs, signal);
+  const reader = new KeepaliveReader(source, intervalMs, signal, timers);
   try {
     for (;;) {
       const r = await reader.read();

@@ -1,3 +1,4 @@
+// The sandbox's cgroup limits and usage, for /metrics.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 

@@ -1,4 +1,4 @@
-/* Process spawning without fork (spawn.c), registered on the addon's exports by inotify.c's init. */
+/* Process spawning without fork (spawn.c), registered on the addon's exports by native/addon/init.c. */
 #ifndef ENVD_SPAWN_H
 #define ENVD_SPAWN_H
 #include <node_api.h>

@@ -1,5 +1,6 @@
+// node:crypto for the whole daemon, loaded on first use.
 import type nodeCrypto from "node:crypto";
-import { lazy } from "../lazy.js";
+import { lazy } from "./lazy.js";
 
 /**
  * node:crypto, loaded when a request first needs a hash or random bytes rather than at start

@@ -1,3 +1,4 @@
+// GET /metrics: CPU, memory and disk of the sandbox, sampled.
 import { readFileSync, statfsSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { readCgroup } from "./cgroup-limits.js";

@@ -1,3 +1,4 @@
+// The sandbox clock: reading it, and stepping it to the host's time when /init finds drift.
 import { execFile } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { promisify } from "node:util";
