@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
-import { execTool, mustExec } from "./exec.js";
-import { withOomFloor } from "./oom.js";
+import { execTool, mustExec } from "../host/exec.js";
+import { withOomFloor } from "../host/oom.js";
 
 /** One container as `runc list` reports it. */
 export interface RuncContainer {

@@ -10,7 +10,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Process } from "../../../src/envd/gen/process/process_pb.js";
 import { ensureBaseRootfs } from "../../../src/sandboxd/images/base.js";
 import { takeLock } from "../../../src/sandboxd/images/lock.js";
-import { cgroupMounts } from "../../../src/sandboxd/runtime/cgroups.js";
+import { cgroupMounts } from "../../../src/sandboxd/host/cgroups.js";
 import { createRuncRuntime, type RuncOptions } from "../../../src/sandboxd/runtime/runc.js";
 import type { Runtime, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
 import { assertTestRange } from "./net-range.js";

@@ -1,3 +1,4 @@
+/** OOM-killer scores: sandbox processes go first, sandboxd itself nearly last. */
 import { writeFileSync } from "node:fs";
 import type { Logger } from "../log.js";
 
