@@ -2,6 +2,7 @@ import { existsSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultRouteInterface } from "./network/egress.js";
 import { startEgressServices, type EgressServices } from "./network/services.js";
+import { createSlotNetwork } from "./network/slot-network.js";
 import type { Config } from "./config.js";
 import { resolveEnvdDir, userLines } from "./cli.js";
 import { ensureBaseRootfs } from "./images/base.js";
@@ -111,7 +112,9 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   const egressInterface = config.egressInterface === "auto" ? await defaultRouteInterface() : config.egressInterface;
   log.info({ egressInterface: egressInterface ?? "none" }, "sandbox egress");
   const egress: EgressServices | undefined = await startEgressServices({ egressInterface, dnsUpstream: config.dnsUpstream, policyOf: (ip) => service?.egressOf(ip), log });
-  const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
+  // the runtime is given the sandboxes' network, as a container runtime is given its CNI plugin
+  const network = createSlotNetwork({ dataDir: config.dataDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
+  const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, network, log });
   try {
     await runtime.start?.();
   } catch (err) {

@@ -1,7 +1,7 @@
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "./log.js";
-import { MAPPED_ROOT } from "./runtime/idmap.js";
+import { MAPPED_ROOT } from "./host/idmap.js";
 
 /** The data dir's mode: its owner (root) and the sandboxes' mapped root group may enter it, nobody else. */
 export const DATA_DIR_MODE = 0o710;

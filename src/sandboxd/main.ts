@@ -3,7 +3,7 @@ import { parseConfig } from "./config.js";
 import { resolveEnvdDir, sandboxdVersion } from "./cli.js";
 import { startApp } from "./app.js";
 import { createLogger } from "./log.js";
-import { checkHost, describeMissing, HOST_UNFIT_EXIT } from "./host/prereqs.js";
+import { checkHost, describeMissing, HOST_UNFIT_EXIT } from "./host/setup/prereqs.js";
 import { cachedBaseRootfs } from "./images/base.js";
 
 /** Entry point: flags → start → on SIGTERM/SIGINT stop accepting and exit 0, leaving sandboxes running. */
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
       (parsedSetup.exitCode === 0 ? process.stdout : process.stderr).write(parsedSetup.print);
       process.exit(parsedSetup.exitCode);
     }
-    const { runSetup } = await import("./host/setup.js");
+    const { runSetup } = await import("./host/setup/setup.js");
     const c = parsedSetup.config;
     process.exitCode = runSetup({ dataDir: c.dataDir, cacheDir: c.cacheDir, domain: c.domain, baseBuilt: !!cachedBaseRootfs(c.cacheDir), printOnly }, { out: process.stdout, err: process.stderr });
     return;

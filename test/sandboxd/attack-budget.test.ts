@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
+import { MAPPED_ROOT } from "../../src/sandboxd/host/idmap.js";
 import { runSdk } from "./helpers/sdk-run.js";
 import { NODE, ROOT, sandboxSkipReason, startSandboxd, waitWarmPool, warmPoolReady, type Sandboxd } from "./helpers/sandboxd.js";
 

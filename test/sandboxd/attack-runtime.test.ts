@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { idRangeConflicts, MAPPED_RANGE, MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
-import { SANDBOX_OOM_SCORE_ADJ, SANDBOXD_OOM_SCORE_ADJ } from "../../src/sandboxd/runtime/oom.js";
+import { idRangeConflicts, MAPPED_RANGE, MAPPED_ROOT } from "../../src/sandboxd/host/idmap.js";
+import { SANDBOX_OOM_SCORE_ADJ, SANDBOXD_OOM_SCORE_ADJ } from "../../src/sandboxd/host/oom.js";
 import { sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/templates.js";
 

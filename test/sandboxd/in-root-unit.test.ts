@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { existsInRoot, lstatInRoot, mkdirInRoot, readFileInRoot, rmdirInRoot, statInRootFollowing, writeFileInRoot } from "../../src/sandboxd/runtime/in-root.js";
+import { existsInRoot, lstatInRoot, mkdirInRoot, readFileInRoot, rmdirInRoot, statInRootFollowing, writeFileInRoot } from "../../src/sandboxd/host/in-root.js";
 
 test("writes, reads and directory changes refuse every link on the way; the following walk stays inside the root", () => {
   const root = mkdtempSync(join(tmpdir(), "in-root-"));

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
-import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
+import { MAPPED_ROOT } from "../../src/sandboxd/host/idmap.js";
 import { takeLock } from "../../src/sandboxd/images/lock.js";
 import { findDebianMirror } from "../../src/sandboxd/images/mirror.js";
 import { baseRootfs, skipReason } from "./helpers/runtime.js";

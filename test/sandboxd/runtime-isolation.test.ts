@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { SandboxAddress } from "../../src/sandboxd/runtime/runtime.js";
-import { MAPPED_ROOT } from "../../src/sandboxd/runtime/idmap.js";
+import { MAPPED_ROOT } from "../../src/sandboxd/host/idmap.js";
 import { macOf } from "../../src/sandboxd/network/veth.js";
 import { cgroupDirsLike, health, leftovers, sh, skipReason, testRuntime, type TestRuntime } from "./helpers/runtime.js";
 

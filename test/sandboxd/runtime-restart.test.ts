@@ -62,7 +62,7 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
     const child = join(import.meta.dirname, "helpers", "runtime-child.js");
     for (const ms of [150, 400, 700, 1000]) {
       const spec = t.spec();
-      const proc = spawn(process.execPath, [child, t.dataDir, t.opts.envdDir, t.opts.networkCidr, spec.rootfs, spec.sandboxID], { stdio: "ignore" });
+      const proc = spawn(process.execPath, [child, t.dataDir, t.opts.envdDir, t.networkCidr, spec.rootfs, spec.sandboxID], { stdio: "ignore" });
       const exited = new Promise((r) => proc.once("exit", r));
       await new Promise((r) => setTimeout(r, ms));
       // on a fast machine the create may already be done (the sweep must then remove a live sandbox)

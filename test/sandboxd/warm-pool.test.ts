@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { existingCgroupDirs } from "../../src/sandboxd/runtime/cgroups.js";
+import { existingCgroupDirs } from "../../src/sandboxd/host/cgroups.js";
 import { api } from "./helpers/api-client.js";
 import { call, startSandboxd, waitWarmPool, warmPoolReady, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";

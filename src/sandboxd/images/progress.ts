@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import type { ExecResult } from "../runtime/exec.js";
+import type { ExecResult } from "../host/exec.js";
 
 /** Where a base build is: a phase, steps done (of a total when known) and an overall percent when it can be estimated. */
 export interface BuildProgress {

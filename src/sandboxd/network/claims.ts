@@ -1,4 +1,4 @@
-import { execTool } from "../runtime/exec.js";
+import { execTool } from "../host/exec.js";
 import { RANGE_SET } from "./host-table.js";
 
 /** An IPv4 network as its first and last address. */

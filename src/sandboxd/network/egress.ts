@@ -1,4 +1,4 @@
-import { execTool } from "../runtime/exec.js";
+import { execTool } from "../host/exec.js";
 
 /** The interface of the host's IPv4 default route, or undefined when it has none. */
 export async function defaultRouteInterface(): Promise<string | undefined> {

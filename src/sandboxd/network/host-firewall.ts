@@ -1,6 +1,6 @@
 import { existsSync, writeFileSync } from "node:fs";
 import type { Logger } from "../log.js";
-import { execTool, mustExec } from "../runtime/exec.js";
+import { execTool, mustExec } from "../host/exec.js";
 import { checkNetworkClaim, connectedNetworks, tableVeths } from "./claims.js";
 import type { ServedPorts } from "./firewall.js";
 import { ALWAYS_BLOCKED, hostBaseScript, vethRemoveScript, vethScript } from "./host-table.js";

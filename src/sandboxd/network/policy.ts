@@ -1,4 +1,8 @@
 import { isIPv4, isIPv6 } from "node:net";
+import type { EgressPolicy } from "../host/sandbox-network.js";
+
+/** What the sandbox's firewall enforces (the type lies on the floor, where the runtime sees it too). */
+export type { EgressPolicy };
 
 /** The SDK's `ALL_TRAFFIC`: the one unspecified address a deny list may name. */
 export const ALL_TRAFFIC = "0.0.0.0/0";
@@ -66,13 +70,6 @@ export function egressRulesError(allowOut: string[] = [], denyOut: string[] = []
     return "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' in deny out to block all other traffic.";
   }
   return undefined;
-}
-
-/** What the sandbox's firewall enforces: IPv4 networks to allow and deny, and the domains to allow. */
-export interface EgressPolicy {
-  allow: string[];
-  deny: string[];
-  domains: string[];
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { execTool, mustExec } from "../runtime/exec.js";
+import { execTool, mustExec } from "../host/exec.js";
 import { replaceSandboxTable, sandboxRuleset, type ServedPorts } from "./firewall.js";
 import { disableIpv6, type HostFirewall } from "./host-firewall.js";
 import type { Slot } from "./ipam.js";

@@ -1,7 +1,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { MAPPED_ROOT } from "./idmap.js";
-import { writeFileInRoot } from "./in-root.js";
+import { MAPPED_ROOT } from "../host/idmap.js";
+import { writeFileInRoot } from "../host/in-root.js";
 
 /** What a sandbox's identity files say. */
 export interface IdentityParams {

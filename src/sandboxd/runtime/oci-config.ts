@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
-import { MAPPED_RANGE, MAPPED_ROOT } from "./idmap.js";
+import { MAPPED_RANGE, MAPPED_ROOT } from "../host/idmap.js";
 import type { BindMount } from "./identity.js";
-import { SANDBOX_OOM_SCORE_ADJ } from "./oom.js";
+import { SANDBOX_OOM_SCORE_ADJ } from "../host/oom.js";
 import { seccompProfile } from "./seccomp.js";
 
 /** envd's port inside every sandbox, as E2B's. */

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
-import { execTool, mustExec } from "./exec.js";
-import { withOomFloor } from "./oom.js";
+import { execTool, mustExec } from "../host/exec.js";
+import { SET_OOM_FLOOR, withOomFloor } from "../host/oom.js";
 
 /** One container as `runc list` reports it. */
 export interface RuncContainer {
@@ -27,7 +27,9 @@ export class RuncCli {
     const runc = ["runc", "--root", this.root, "create", "--bundle", bundle, "--pid-file", pidFile, id];
     // nice applies to the mount only: the container's processes must not inherit it
     const mount = `${nice ? `nice -n ${Math.trunc(nice)} ` : ""}mount -t overlay overlay -o "$1" "$2"`;
-    const argv = withOomFloor(rootfs ? ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", `${mount} && shift 2 && exec "$@"`, "sh", rootfs.options, rootfs.target, ...runc] : runc);
+    // one shell, already in the private namespace, sets the OOM floor, mounts and becomes runc
+    const script = `${SET_OOM_FLOOR} && ${mount} && shift 2 && exec "$@"`;
+    const argv = rootfs ? ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", rootfs.options, rootfs.target, ...runc] : withOomFloor(runc);
     try {
       const code = await new Promise<number | null>((resolve, reject) => {
         const child = spawn(argv[0], argv.slice(1), {

@@ -1,26 +1,22 @@
-import { createHash } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { createSerializer } from "../serial.js";
-import { HostFirewall } from "../network/host-firewall.js";
-import { hostTableName } from "../network/host-table.js";
-import { Ipam } from "../network/ipam.js";
-import type { ServedPorts } from "../network/firewall.js";
-import type { EgressPolicy } from "../network/policy.js";
-import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "../network/veth.js";
-import { removeCgroup, setCpuShares } from "./cgroups.js";
-import { assertIdRangeFree, MAPPED_ROOT } from "./idmap.js";
+import { removeCgroup, setCpuShares } from "../host/cgroups.js";
+import { mountDisk, unmountDisk } from "../host/disk.js";
+import { assertIdRangeFree, MAPPED_ROOT } from "../host/idmap.js";
+import { statInRootFollowing } from "../host/in-root.js";
+import { instanceKey } from "../host/instance.js";
+import { isMounted, unmount } from "../host/mounts.js";
+import { protectFromOom } from "../host/oom.js";
+import { overlayOptions } from "../host/overlay.js";
+import { assertReachableBySandboxes } from "../host/reach.js";
+import type { EgressPolicy, SandboxNetwork } from "../host/sandbox-network.js";
 import { identityMounts } from "./identity.js";
-import { statInRootFollowing } from "./in-root.js";
 import { cpuShares, ENVD_PORT, ociConfig } from "./oci-config.js";
-import { protectFromOom } from "./oom.js";
-import { isMounted, overlayOptions, unmount } from "./overlay.js";
-import { mountDisk, unmountDisk } from "./disk.js";
 import { BACKGROUND_NICE, checkSpec, SANDBOX_ID } from "./spec.js";
 import { consolePath, consoleText, readConsoleTail } from "./console.js";
-import { assertReachableBySandboxes } from "./reach.js";
 import { RuncCli } from "./runc-cli.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
 import { RecordStore, type SandboxRecord } from "./state.js";
@@ -32,12 +28,8 @@ export interface RuncOptions {
   dataDir: string;
   /** The unpacked envd release artifact (holds the `envd` executable and its addons). */
   envdDir: string;
-  /** IPv4 network the sandboxes' /30s come from, e.g. 10.12.0.0/16. */
-  networkCidr: string;
-  /** Interface sandboxes reach the outside through (NAT); undefined: no forwarding, no NAT. */
-  egressInterface?: string;
-  /** sandboxd's resolver and egress proxy, which sandboxes reach on their host end. */
-  served?: ServedPorts;
+  /** The sandboxes' network: their addresses, wiring and egress rules (the runtime only asks for them). */
+  network: SandboxNetwork;
   log: Logger;
   /** Most processes (and threads) one sandbox may have at once (default 1024). */
   pidsLimit?: number;
@@ -54,34 +46,29 @@ export function createRuncRuntime(opts: RuncOptions): Runtime {
 
 class RuncRuntime implements Runtime {
   private readonly dataDir: string;
-  /** Short hash of the data dir: names this instance's cgroup parent, veths and nft table. */
-  private readonly instanceKey: string;
   private readonly cgroupParent: string;
   private readonly sandboxesDir: string;
   private readonly runc: RuncCli;
   private readonly records: RecordStore;
-  private readonly ipam: Ipam;
+  private readonly network: SandboxNetwork;
   private readonly tiniPath: string;
   /** Operations on one sandbox run one after another. */
   private readonly serial = createSerializer();
-  private readonly host: HostFirewall;
   private settled?: Promise<void>;
 
   constructor(private readonly opts: RuncOptions) {
     assertIdRangeFree();
     protectFromOom(opts.log);
     this.dataDir = resolve(opts.dataDir);
-    this.instanceKey = createHash("sha256").update(this.dataDir).digest("hex").slice(0, 10);
-    this.cgroupParent = `sandboxd-${this.instanceKey}`;
+    this.cgroupParent = `sandboxd-${instanceKey(this.dataDir)}`;
     this.sandboxesDir = join(this.dataDir, "sandboxes");
     // The sandboxes' init runs as the mapped root, which must be able to reach its bundle's rootfs.
     mkdirSync(this.sandboxesDir, { recursive: true, mode: 0o711 });
     mkdirSync(join(this.dataDir, "runc"), { recursive: true, mode: 0o700 });
     this.runc = new RuncCli(join(this.dataDir, "runc"));
     this.records = new RecordStore(join(this.dataDir, "runtime", "sandboxes"));
-    this.ipam = new Ipam(join(this.dataDir, "runtime", "slots"), opts.networkCidr);
+    this.network = opts.network;
     this.tiniPath = opts.tiniPath ?? "/usr/bin/tini-static";
-    this.host = new HostFirewall({ table: hostTableName(this.instanceKey), cidr: opts.networkCidr, iface: opts.egressInterface, served: opts.served, log: opts.log });
     assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
     assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
     assertReachableBySandboxes(this.tiniPath, "tini");
@@ -118,11 +105,8 @@ class RuncRuntime implements Runtime {
     const id = spec.sandboxID;
     const dir = this.dirOf(id);
     await this.start();
-    const slot = this.ipam.claim(id);
-    const rec: SandboxRecord = {
-      sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, hostIp: slot.hostIp,
-      hostVeth: hostVethName(this.instanceKey, id), slot: slot.index, createdAt: new Date().toISOString(),
-    };
+    const lease = this.network.claim(id);
+    const rec: SandboxRecord = { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ...lease, createdAt: new Date().toISOString() };
     this.records.put(rec);
     mkdirSync(dir, { mode: 0o711 });
     const disk = join(dir, "disk");
@@ -135,7 +119,7 @@ class RuncRuntime implements Runtime {
     for (const d of [upper, join(disk, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
     chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
     // on the sandbox's own disk (out of its sight): a sandbox that grows its /etc/hosts fills its disk only
-    const identity = identityMounts(join(disk, "identity"), { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: slot.ip, nameserver: slot.hostIp });
+    const identity = identityMounts(join(disk, "identity"), { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: lease.ip, nameserver: lease.hostIp });
     const hasUser = !!statInRootFollowing(spec.rootfs, "home/user")?.isDirectory();
     const config = ociConfig({
       sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
@@ -158,27 +142,27 @@ class RuncRuntime implements Runtime {
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    const wired = attachSlot({ pid, hostVeth: rec.hostVeth, slot, egress: !!this.opts.egressInterface, policy: spec.egress, served: this.opts.served, nice, host: this.host }).then(() => Date.now());
+    const wired = this.network.attach(lease, pid, { policy: spec.egress, nice }).then(() => Date.now());
     const started = this.runc.verb("start", id).then(() => Date.now());
     const [tNet, tStart] = await Promise.all([wired, started]);
     signal?.throwIfAborted();
     await waitForPort({
-      host: slot.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
+      host: lease.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
       alive: async () => (await this.runc.state(id))?.status === "running",
       why: () => `envd's output:\n${consoleText(dir)}`,
     });
     this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcCreateMs: tRunc - tCreate, networkMs: tNet - tRunc, runcStartMs: tStart - tRunc, envdMs: Date.now() - Math.max(tNet, tStart) }, "create phases");
-    return { sandboxID: id, ip: slot.ip, envdPort: ENVD_PORT };
+    return { sandboxID: id, ip: lease.ip, envdPort: ENVD_PORT };
   }
 
-  /** Claims the network range and installs the host firewall (refused when another instance's range overlaps). */
+  /** Claims the host network through the network the runtime was given (refused when another instance's range overlaps). */
   start(): Promise<void> {
-    return this.host.start(() => this.records.ids().map((id) => this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id)));
+    return this.network.start(() => this.records.ids());
   }
 
-  /** Removes the host firewall when no sandbox is left to need it. */
+  /** Releases the host network when no sandbox is left to need it. */
   async close(): Promise<void> {
-    await this.host.release(this.records.ids().length);
+    await this.network.close(this.records.ids().length);
   }
 
   freeze(sandboxID: string): Promise<void> {
@@ -207,11 +191,7 @@ class RuncRuntime implements Runtime {
       const rec = this.records.get(sandboxID);
       const st = await this.runc.state(sandboxID);
       if (!rec || !st || !(st.pid > 0)) throw new Error(`sandbox ${sandboxID} is not running in the runtime`);
-      // two transactions (two namespaces): while one is applied and the other not, what passes is what both allow
-      await Promise.all([
-        replaceFirewall({ pid: st.pid, hostIp: rec.hostIp, egress: !!this.opts.egressInterface, policy, served: this.opts.served }),
-        this.host.setVeth({ veth: rec.hostVeth, ip: rec.ip, hostIp: rec.hostIp, policy }),
-      ]);
+      await this.network.setPolicy(rec, st.pid, policy);
     });
   }
 
@@ -234,11 +214,7 @@ class RuncRuntime implements Runtime {
     await step("container", () => this.runc.destroy(id));
     // with the processes gone, the network and the layer come apart independently
     await Promise.all([
-      step("network", async () => {
-        const veth = this.records.get(id)?.hostVeth ?? hostVethName(this.instanceKey, id);
-        await detachSlot(veth);
-        await this.host.removeVeth(veth);
-      }),
+      step("network", () => this.network.detach(id)),
       (async () => {
         await step("rootfs", () => unmount(join(dir, "rootfs")));
         await step("disk", () => unmountDisk(join(dir, "disk")));
@@ -250,7 +226,7 @@ class RuncRuntime implements Runtime {
         });
       })(),
     ]);
-    await step("slot", () => this.ipam.release(id));
+    await step("slot", () => this.network.release(id));
     if (errors.length > 0) throw new Error(`removing sandbox ${id} left something behind: ${errors.join("; ")}`);
     this.records.delete(id);
   }
@@ -280,7 +256,7 @@ class RuncRuntime implements Runtime {
       ...this.records.ids(),
       ...readdirSync(this.sandboxesDir),
       ...(await this.runc.list()).map((c) => c.id),
-      ...this.ipam.taken().values(),
+      ...this.network.claimed(),
     ]);
     for (const id of ids) {
       if (keep.has(id) || !SANDBOX_ID.test(id) || this.serial.busy(id)) continue;

@@ -2,9 +2,10 @@
  * The sandbox runtime contract: what the control plane asks of whatever runs sandboxes. The runc
  * backend implements it on one machine; a Kubernetes backend (one pod per sandbox) can follow
  * without touching the API, the store or the proxy. Every method is idempotent where the OCI
- * runtime's own verbs are (stop of a stopped sandbox, thaw of a running one succeed).
+ * runtime's own verbs are (stop of a stopped sandbox, thaw of a running one succeed). A backend
+ * does not own the sandboxes' network: it is given one (host/sandbox-network.ts).
  */
-import type { EgressPolicy } from "../network/policy.js";
+import type { EgressPolicy } from "../host/sandbox-network.js";
 
 /** What a sandbox is made from and how large it may grow. */
 export interface SandboxSpec {

@@ -1,5 +1,5 @@
-import { MIN_DISK_MB } from "./disk.js";
-import { statInRootFollowing } from "./in-root.js";
+import { MIN_DISK_MB } from "../host/disk.js";
+import { statInRootFollowing } from "../host/in-root.js";
 import type { SandboxSpec } from "./runtime.js";
 
 /** A sandbox ID the runtime accepts (a hostname label; also names its directory and cgroup). */

@@ -1,15 +1,12 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { NetworkLease } from "../host/sandbox-network.js";
 
-/** What the runtime remembers of one sandbox across sandboxd restarts. */
-export interface SandboxRecord {
+/** What the runtime remembers of one sandbox across sandboxd restarts: its IDs and its network lease. */
+export interface SandboxRecord extends NetworkLease {
   sandboxID: string;
   templateID: string;
   buildID: string;
-  ip: string;
-  hostIp: string;
-  hostVeth: string;
-  slot: number;
   createdAt: string;
 }
 

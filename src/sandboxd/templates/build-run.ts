@@ -1,9 +1,9 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.js";
-import { execTool } from "../runtime/exec.js";
-import { isMounted, unmount } from "../runtime/overlay.js";
-import { removeCgroup } from "../runtime/cgroups.js";
+import { execTool } from "../host/exec.js";
+import { isMounted, unmount } from "../host/mounts.js";
+import { removeCgroup } from "../host/cgroups.js";
 import type { Build, BuildLogEntry } from "../store/builds.js";
 import type { Store } from "../store/store.js";
 import { BuildFailure, executeBuild, type ExecutorContext } from "./executor.js";

@@ -3,7 +3,7 @@ import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { BuildLogEntry } from "../store/builds.js";
 import type { HeldFiles } from "./files.js";
-import { statInRootFollowing } from "../runtime/in-root.js";
+import { statInRootFollowing } from "../host/in-root.js";
 import { chainKey, flatten, type LayerCache } from "./layers.js";
 import { lookupUser, runInBuild } from "./runner.js";
 import type { BuildSpec, Step } from "./steps.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { AnyRequest } from "../proxy/errors.js";
 import { ApiError } from "../sandboxes/errors.js";
-import { MAPPED_ROOT } from "../runtime/idmap.js";
+import { MAPPED_ROOT } from "../host/idmap.js";
 import { shiftOwnership } from "../images/shift.js";
 import { ExtractError, removeExtracted, safeExtract } from "./extract.js";
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./limits.js";

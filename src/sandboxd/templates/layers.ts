@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execTool, mustExec } from "../runtime/exec.js";
-import { MAPPED_ROOT } from "../runtime/idmap.js";
-import { isMounted, unmount } from "../runtime/overlay.js";
+import { execTool, mustExec } from "../host/exec.js";
+import { MAPPED_ROOT } from "../host/idmap.js";
+import { isMounted, unmount } from "../host/mounts.js";
 
 /** The next key of the layer hash chain: the parent's key and what the step does. */
 export function chainKey(parent: string, step: unknown): string {

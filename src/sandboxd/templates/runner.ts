@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execTool } from "../runtime/exec.js";
+import { execTool } from "../host/exec.js";
 import { ENVD_MOUNT, ociConfig } from "../runtime/oci-config.js";
-import { readFileInRoot } from "../runtime/in-root.js";
-import { withOomFloor } from "../runtime/oom.js";
+import { readFileInRoot } from "../host/in-root.js";
+import { withOomFloor } from "../host/oom.js";
 
 /** One command to run in a build sandbox over a mounted layer stack. */
 export interface BuildCommand {

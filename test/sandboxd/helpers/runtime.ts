@@ -10,7 +10,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Process } from "../../../src/envd/gen/process/process_pb.js";
 import { ensureBaseRootfs } from "../../../src/sandboxd/images/base.js";
 import { takeLock } from "../../../src/sandboxd/images/lock.js";
-import { cgroupMounts } from "../../../src/sandboxd/runtime/cgroups.js";
+import { cgroupMounts } from "../../../src/sandboxd/host/cgroups.js";
+import { createSlotNetwork } from "../../../src/sandboxd/network/slot-network.js";
 import { createRuncRuntime, type RuncOptions } from "../../../src/sandboxd/runtime/runc.js";
 import type { Runtime, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
 import { assertTestRange } from "./net-range.js";
@@ -59,6 +60,8 @@ export function newSandboxID(): string {
 export interface TestRuntime {
   rt: Runtime;
   dataDir: string;
+  /** The test file's own 198.19.<octet>.0/24. */
+  networkCidr: string;
   opts: RuncOptions;
   rootfs: string;
   spec(extra?: Partial<SandboxSpec>): SandboxSpec;
@@ -73,11 +76,13 @@ export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {
   const dataDir = mkdtempSync("/tmp/sandboxd-rt-");
   chmodSync(dataDir, 0o711);
   const [rootfs, envd] = await Promise.all([baseRootfs(), envdDir()]);
-  const opts: RuncOptions = { dataDir, envdDir: envd, networkCidr, log: testLog, ...extra };
+  const network = createSlotNetwork({ dataDir, networkCidr, log: testLog });
+  const opts: RuncOptions = { dataDir, envdDir: envd, network, log: testLog, ...extra };
   const rt = createRuncRuntime(opts);
   return {
     rt,
     dataDir,
+    networkCidr,
     opts,
     rootfs,
     spec: (x = {}) => ({ sandboxID: newSandboxID(), templateID: "base", buildID: "test", rootfs, cpuCount: 1, memoryMB: 512, diskSizeMB: 1024, ...x }),

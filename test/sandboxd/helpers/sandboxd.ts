@@ -267,8 +267,10 @@ async function killAll(port: number, ca: Buffer, apiKey: string): Promise<void> 
 async function sweepAll(dataDir: string, cidr: string): Promise<void> {
   if (!existsSync(join(dataDir, "runc"))) return;
   const { createRuncRuntime } = await import("../../../src/sandboxd/runtime/runc.js");
+  const { createSlotNetwork } = await import("../../../src/sandboxd/network/slot-network.js");
   const { createJsonLogger } = await import("../../../src/common/log.js");
-  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), networkCidr: cidr, log: createJsonLogger({ level: "silent", fd: 2, name: "test" }) });
+  const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
+  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), network: createSlotNetwork({ dataDir, networkCidr: cidr, log }), log });
   await rt.sweep(new Set());
   // the host firewall of an instance that died without removing it
   await rt.close?.();

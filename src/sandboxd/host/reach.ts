@@ -1,3 +1,4 @@
+/** Whether the sandboxes' mapped root can reach a host path (every ancestor searchable). */
 import { statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { MAPPED_RANGE, MAPPED_ROOT } from "./idmap.js";

@@ -1,3 +1,4 @@
+/** System tools run from sandboxd: without a shell, with bounded output, optionally niced. */
 import { spawn } from "node:child_process";
 
 /** What a finished command printed and how it ended. */

@@ -1,3 +1,4 @@
+/** The host ids sandbox users map to, and the check that no host user or subordinate range holds them. */
 import { readFileSync } from "node:fs";
 
 /**

@@ -1,3 +1,4 @@
+/** The host's cgroup hierarchies (v1 and v2): finding a group, setting its CPU share, removing it. */
 import { existsSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 

@@ -1,8 +1,9 @@
+/** The host check: the tools, kernel features and files sandboxd needs, and the Debian packages that bring them. */
 import { accessSync, constants, existsSync, readdirSync, readFileSync, statfsSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { release } from "node:os";
-import { cgroupMounts } from "../runtime/cgroups.js";
-import { assertReachableBySandboxes } from "../runtime/reach.js";
+import { cgroupMounts } from "../cgroups.js";
+import { assertReachableBySandboxes } from "../reach.js";
 
 /** One thing this host lacks, what it is for, and the Debian package (or the step) that brings it. */
 export interface Missing {

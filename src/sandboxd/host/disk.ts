@@ -1,6 +1,7 @@
+/** A sandbox's writable disk: a sparse ext4 image loop-mounted on the host. */
 import { closeSync, ftruncateSync, mkdirSync, openSync } from "node:fs";
 import { mustExec } from "./exec.js";
-import { unmount } from "./overlay.js";
+import { unmount } from "./mounts.js";
 
 /** Smallest writable layer a sandbox may have (ext4's own structures take a few MiB of it). */
 export const MIN_DISK_MB = 32;

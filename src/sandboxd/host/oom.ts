@@ -1,3 +1,4 @@
+/** OOM-killer scores: sandbox processes go first, sandboxd itself nearly last. */
 import { writeFileSync } from "node:fs";
 import type { Logger } from "../log.js";
 
@@ -8,6 +9,9 @@ import type { Logger } from "../log.js";
  */
 export const SANDBOX_OOM_SCORE_ADJ = 500;
 
+/** The shell command that gives the shell running it (and what it execs) the sandboxes' OOM floor, as withOomFloor does. */
+export const SET_OOM_FLOOR = `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj`;
+
 /**
  * `argv` run behind a shell that first sets its own oom_score_adj to SANDBOX_OOM_SCORE_ADJ as host
  * root. A write by a holder of CAP_SYS_RESOURCE also sets the process's floor
@@ -15,7 +19,7 @@ export const SANDBOX_OOM_SCORE_ADJ = 500;
  * process would inherit sandboxd's own floor and could lower itself to it.
  */
 export function withOomFloor(argv: string[]): string[] {
-  return ["sh", "-c", `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj && exec "$@"`, "sh", ...argv];
+  return ["sh", "-c", `${SET_OOM_FLOOR} && exec "$@"`, "sh", ...argv];
 }
 
 /**

@@ -1,12 +1,5 @@
-import { readFileSync } from "node:fs";
-import { execTool, mustExec } from "./exec.js";
-
-/** Whether `dir` is a mount point now. */
-export function isMounted(dir: string): boolean {
-  return readFileSync("/proc/self/mountinfo", "utf8")
-    .split("\n")
-    .some((l) => l.split(" ")[4]?.replace(/\\040/g, " ") === dir);
-}
+/** Overlay mounts of a shared read-only layer and a writable one: their options and the host-side mount. */
+import { mustExec } from "./exec.js";
 
 /** The directories of one overlay mount. */
 export interface OverlayDirs {
@@ -30,13 +23,4 @@ export function overlayOptions(p: OverlayDirs, flags: string[] = []): string {
  */
 export async function mountOverlay(p: OverlayDirs & { target: string; nice?: number }): Promise<void> {
   await mustExec("mount", ["-t", "overlay", "overlay", "-o", overlayOptions(p, ["nosuid", "nodev"]), p.target], { nice: p.nice });
-}
-
-/** Unmounts `target` when mounted (lazily when still busy). */
-export async function unmount(target: string): Promise<void> {
-  for (let i = 0; i < 8 && isMounted(target); i++) {
-    const r = await execTool("umount", [target]);
-    if (r.code !== 0 && isMounted(target)) await execTool("umount", ["-l", target]);
-  }
-  if (isMounted(target)) throw new Error(`${target} is still mounted`);
 }

@@ -1,3 +1,4 @@
+/** `sandboxd setup`: installs the Debian packages the host check finds missing. */
 import { spawnSync } from "node:child_process";
 import { checkHost, describeMissing, findTool, installLine, type HostCheckOptions, type Missing } from "./prereqs.js";
 
