@@ -9,7 +9,7 @@ import { ApiError } from "./errors.js";
 import type { CreateInput } from "./inputs.js";
 import { launch } from "./launch.js";
 import { resolveTemplate, versionAtLeast } from "./resolve.js";
-import { runStartCommand } from "./start-cmd.js";
+import { connectEnvd } from "../envd-client/client.js";
 import { trafficAccessToken } from "./tokens.js";
 import { sandboxBody } from "./views.js";
 import { newSandboxID, type ServicePool } from "./warm-templates.js";
@@ -97,7 +97,7 @@ export async function createSandbox(d: CreateDeps, teamID: string, input: Create
         },
       });
       phase = "running the template's start and ready commands";
-      await runStartCommand({ ip: addr.ip, port: addr.envdPort, accessToken: d.tokenOf(row), user: tpl.defaultUser ?? "user", cwd: tpl.defaultWorkdir ?? undefined }, tpl.startCmd, tpl.readyCmd);
+      await connectEnvd({ ip: addr.ip, port: addr.envdPort, accessToken: d.tokenOf(row) }).startCommand({ user: tpl.defaultUser ?? "user", cwd: tpl.defaultWorkdir ?? undefined }, tpl.startCmd, tpl.readyCmd);
       const t = Date.now();
       // The version recorded for the template is what E2B's API reports (the SDK gates features
       // on it); envd's own header is the fallback for a template that records none.

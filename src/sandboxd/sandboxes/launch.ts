@@ -3,8 +3,7 @@ import { egressPolicy, type EgressPolicy } from "../network/policy.js";
 import type { WarmSandbox } from "../pool/warm-pool.js";
 import type { Runtime, SandboxAddress, SandboxSpec } from "../runtime/runtime.js";
 import type { Template } from "../store/templates.js";
-import { initEnvd } from "./envd-init.js";
-import { runCommand } from "./start-cmd.js";
+import { connectEnvd } from "../envd-client/client.js";
 
 /** The outbound rules of a create that names none: every public destination allowed. */
 export const OPEN_POLICY: EgressPolicy = egressPolicy({ allowInternetAccess: true });
@@ -40,12 +39,10 @@ export function poolable(tpl: Template): boolean {
 export async function makeWarm(runtime: Runtime, tpl: Template, sandboxID: string, signal: AbortSignal): Promise<WarmSandbox> {
   const addr = await runtime.create(specOf(sandboxID, tpl, OPEN_POLICY, true), signal);
   const user = tpl.defaultUser ?? "user";
-  await initEnvd({
-    ip: addr.ip, port: addr.envdPort, envVars: { ...(tpl.envs ?? {}), ...sandboxEnv(sandboxID, tpl.id) },
-    defaultUser: tpl.defaultUser ?? undefined, defaultWorkdir: tpl.defaultWorkdir ?? undefined,
-  });
+  const envd = connectEnvd({ ip: addr.ip, port: addr.envdPort });
+  await envd.init({ envVars: { ...(tpl.envs ?? {}), ...sandboxEnv(sandboxID, tpl.id) }, defaultUser: tpl.defaultUser ?? undefined, defaultWorkdir: tpl.defaultWorkdir ?? undefined });
   signal.throwIfAborted();
-  const code = await runCommand({ ip: addr.ip, port: addr.envdPort, user, cwd: tpl.defaultWorkdir ?? undefined }, "true", 10_000);
+  const code = await envd.run("true", { user, cwd: tpl.defaultWorkdir ?? undefined }, 10_000);
   if (code !== 0) throw new Error(`the warm-up command exited ${code}`);
   return { sandboxID, templateID: tpl.id, buildID: tpl.buildID, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskMB: tpl.diskSizeMB, addr, policyKey: policyKey(OPEN_POLICY) };
 }

@@ -4,7 +4,8 @@ import type { SandboxRow } from "../store/sandboxes.js";
 import { installSecret } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
-import { initEnvd } from "./envd-init.js";
+import { connectEnvd } from "../envd-client/client.js";
+import { ENVD_PORT } from "../envd-client/port.js";
 import { httpsPortsOf } from "../proxy/target.js";
 import { ApiError, notFound } from "./errors.js";
 import { createSandboxIndex, type SandboxIndex } from "./index.js";
@@ -62,7 +63,6 @@ export interface SandboxService {
   close(): Promise<void>;
 }
 
-const ENVD_PORT = 49983;
 /** How long a sandbox resumed by traffic runs before its timeout applies again (the SDK's connect default). */
 const AUTO_RESUME_TIMEOUT_S = 300;
 const QUIET_AFTER_CREATE_MS = 100;
@@ -125,8 +125,7 @@ export function createSandboxService(opts: {
 
   /** Calls envd's /init; `envVars` undefined (a resume) leaves envd's variables as the create set them. */
   const init = async (row: SandboxRow, tpl: Template | undefined, envVars: Record<string, string> | undefined, totalMs?: number) =>
-    initEnvd({
-      ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row),
+    connectEnvd({ ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row) }).init({
       envVars: envVars && { ...envVars, ...sandboxEnv(row.id, row.templateID) },
       defaultUser: tpl?.defaultUser ?? undefined, defaultWorkdir: tpl?.defaultWorkdir ?? undefined,
     }, totalMs);
