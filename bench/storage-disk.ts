@@ -6,8 +6,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { mountDisk, unmountDisk } from "../src/sandboxd/runtime/disk.js";
-import { execTool, mustExec } from "../src/sandboxd/runtime/exec.js";
+import { mountDisk, unmountDisk } from "../src/sandboxd/host/disk.js";
+import { execTool, mustExec } from "../src/sandboxd/host/exec.js";
 import { syncFs, withFrozenFs } from "../src/sandboxd/storage/freeze.js";
 import { StoragePool } from "../src/sandboxd/storage/pool.js";
 import { NotAvailable } from "./lib/available.js";
@@ -31,7 +31,7 @@ async function ms(fn: () => Promise<unknown>): Promise<number> {
 /** p50 / p95 of `xs` as a note. */
 const spread = (xs: number[]) => `p50 ${median(xs).toFixed(1)} ms, p95 ${percentile(xs, 95).toFixed(1)} ms, n=${xs.length}`;
 
-/** Today's disk (sparse file + mkfs.ext4 on the host's file system, as runtime/disk.ts does) against a reflink of the pool's golden image, interleaved. */
+/** Today's disk (sparse file + mkfs.ext4 on the host's file system, as host/disk.ts does) against a reflink of the pool's golden image, interleaved. */
 async function diskRows(pool: StoragePool, work: string, n: number, sizeMB: number): Promise<Row[]> {
   const t = { mkfs: [] as number[], clone: [] as number[], mkfsMount: [] as number[], cloneMount: [] as number[] };
   await pool.createDisk("warm", sizeMB); // the golden image is made once, outside the timing

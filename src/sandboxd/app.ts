@@ -137,7 +137,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     log.info({ templateID, rootfs }, "base template ready");
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({
-      store, runtime, log, domain: config.domain, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID, budget,
+      store, runtime, log, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID, budget,
     });
     metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();

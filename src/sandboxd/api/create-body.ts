@@ -1,6 +1,7 @@
 import { egressRulesError } from "../network/policy.js";
 import { ApiError } from "../sandboxes/errors.js";
 import type { CreateInput } from "../sandboxes/inputs.js";
+import { ENVD_PORT } from "../envd-client/port.js";
 import { invalid, objectBody, onlyKnown, optBool, optInt, optString, optStringList, optStringMap } from "./validate.js";
 
 /** Checks the allow and deny lists as E2B does (400 with its message). */
@@ -8,9 +9,6 @@ export function checkEgressRules(allowOut: string[] | undefined, denyOut: string
   const why = egressRulesError(allowOut, denyOut);
   if (why) throw new ApiError(400, why);
 }
-
-/** The envd port: the proxy always speaks plain HTTP to it, so it cannot be an HTTPS port. */
-const ENVD_PORT = 49983;
 
 /** `network.httpsPorts`: sandbox ports the proxy reaches over TLS; integers 1..65535, never envd's. */
 export function httpsPorts(n: Record<string, unknown>): number[] | undefined {

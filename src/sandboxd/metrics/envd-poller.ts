@@ -1,4 +1,5 @@
-import { Agent, request } from "node:http";
+import { connectEnvd, type EnvdConnector, type EnvdClient } from "../envd-client/client.js";
+import { ENVD_PORT } from "../envd-client/port.js";
 import type { Logger } from "../log.js";
 import { envdAccessToken } from "../sandboxes/tokens.js";
 import type { SandboxSample } from "../store/sandbox-metrics.js";
@@ -9,9 +10,6 @@ import type { Clock } from "./team-sampler.js";
 
 /** Polling period, as E2B's orchestrator. */
 export const POLL_EVERY_MS = 5000;
-/** A /metrics call not answered within this is abandoned and the sandbox marked unresponsive. */
-const POLL_TIMEOUT_MS = 3000;
-const ENVD_PORT = 49983;
 
 /** What the poller knows of a sandbox's envd right now. */
 export interface EnvdHealth {
@@ -36,51 +34,12 @@ export interface EnvdPoller {
 }
 
 interface Target {
-  agent: Agent;
+  client: EnvdClient;
+  /** The address the client was made for (a sandbox keeps its address for life). */
+  at: string;
   inflight: boolean;
   health: EnvdHealth;
   latest?: SandboxSample;
-}
-
-/** The largest /metrics answer taken: envd's is a few hundred bytes; sandbox root can replace envd. */
-const MAX_METRICS_BYTES = 64 * 1024;
-
-/**
- * Reads one JSON answer of envd's /metrics; rejects on a non-200, bad JSON, an answer past
- * `MAX_METRICS_BYTES`, or when the whole exchange (a slow trickle included) outlasts the timeout.
- */
-function fetchMetrics(agent: Agent, row: SandboxRow, token: string | undefined): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = token ? { "x-access-token": token } : {};
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const req = request({ host: row.ip!, port: row.envdPort ?? ENVD_PORT, path: "/metrics", agent, headers }, (res) => {
-      res.on("data", (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_METRICS_BYTES) return void req.destroy(new Error(`envd's /metrics answer is larger than ${MAX_METRICS_BYTES} bytes`));
-        chunks.push(c);
-      });
-      res.on("end", () => {
-        clearTimeout(deadline);
-        if (res.statusCode !== 200) return reject(new Error(`envd answered ${res.statusCode}`));
-        try {
-          const parsed: unknown = JSON.parse(Buffer.concat(chunks, size).toString("utf8"));
-          if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return reject(new Error("envd's /metrics answer is not a JSON object"));
-          resolve(parsed as Record<string, unknown>);
-        } catch {
-          reject(new Error("envd's /metrics answer is not JSON"));
-        }
-      });
-      res.on("error", reject);
-    });
-    const deadline = setTimeout(() => req.destroy(new Error(`no whole answer within ${POLL_TIMEOUT_MS} ms`)), POLL_TIMEOUT_MS);
-    req.on("error", (err) => {
-      clearTimeout(deadline);
-      reject(err);
-    });
-    req.on("close", () => clearTimeout(deadline));
-    req.end();
-  });
 }
 
 /** envd's snake_case reading as a sample taken at `ts`; a missing or non-numeric field is 0. */
@@ -93,8 +52,9 @@ function toSample(m: Record<string, unknown>, ts: number): SandboxSample {
 }
 
 /** The poller; a sandbox whose envd stops answering is marked down (and logged once), never waited on. */
-export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Clock }): EnvdPoller {
+export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Clock; envd?: EnvdConnector }): EnvdPoller {
   const { store, log } = opts;
+  const connect = opts.envd ?? connectEnvd;
   const clock = opts.clock ?? Date.now;
   const targets = new Map<string, Target>();
   const counters = { rounds: 0, requests: 0, failures: 0 };
@@ -107,7 +67,7 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
     t.inflight = true;
     counters.requests++;
     try {
-      const sample = toSample(await fetchMetrics(t.agent, row, tokenOf(row)), Math.floor(clock() / 1000));
+      const sample = toSample(await t.client.metrics(), Math.floor(clock() / 1000));
       t.latest = sample;
       if (!targets.has(row.id)) return;
       store.sandboxMetrics.record(row.id, row.teamID, sample);
@@ -129,14 +89,17 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
       const live = new Set(rows.map((r) => r.id));
       for (const [id, t] of targets) {
         if (live.has(id)) continue;
-        t.agent.destroy();
+        t.client.close();
         targets.delete(id);
       }
       const round: Promise<void>[] = [];
       for (const row of rows) {
+        const at = `${row.ip}:${row.envdPort ?? ENVD_PORT}`;
         let t = targets.get(row.id);
-        if (!t) {
-          t = { agent: new Agent({ keepAlive: true, maxSockets: 1 }), inflight: false, health: { up: true, since: clock() } };
+        if (t && t.at !== at && !t.inflight) t.client.close();
+        if (!t || (t.at !== at && !t.inflight)) {
+          const client = connect({ ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row) });
+          t = { client, at, inflight: false, health: t?.health ?? { up: true, since: clock() } };
           targets.set(row.id, t);
         }
         if (!t.inflight) round.push(pollOne(row, t));
@@ -159,7 +122,7 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
     stop() {
       if (timer) clearInterval(timer);
       timer = undefined;
-      for (const t of targets.values()) t.agent.destroy();
+      for (const t of targets.values()) t.client.close();
       targets.clear();
     },
   };

@@ -1,6 +1,7 @@
+/** The warm pool's mechanism: started sandboxes kept ready per template build, refilled in the background. */
+import { realClock, type Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import type { SandboxAddress } from "../runtime/runtime.js";
-import type { Resources } from "../sandboxes/budget.js";
 import type { Template } from "../store/templates.js";
 
 /** A started sandbox waiting in the pool: envd answers, the template's start command has run. */
@@ -17,11 +18,16 @@ export interface WarmSandbox {
   policyKey: string;
 }
 
+/** The memory and disk pooled sandboxes reserve, MiB. */
+export type PoolResources = Pick<WarmSandbox, "memoryMB" | "diskMB">;
+
 /** What the pool is told and asks for. */
 export interface WarmPoolOptions {
   /** Sandboxes kept started per warm template; 0 turns the pool off. */
   size: number;
   log: Logger;
+  /** Time for back-offs, checks and the refill loop's waits (the real clock when not given). */
+  clock?: Clock;
   /** The templates to keep warm now, most wanted first (the pool keeps at most `maxTemplates`). */
   templates(): Template[];
   maxTemplates?: number;
@@ -39,7 +45,7 @@ export interface WarmPoolOptions {
    * Whether one more pooled sandbox of this size may start now, given what the pool already
    * reserves; the pool is the first to give way, so this keeps room for a create.
    */
-  admit?(need: Resources, pooled: Resources): boolean;
+  admit?(need: PoolResources, pooled: PoolResources): boolean;
 }
 
 /** The pool's figures for /metrics. */
@@ -72,16 +78,20 @@ export class WarmPool {
   /** Sandboxes being started, by template build. */
   private readonly filling = new Map<string, Set<Promise<void>>>();
   /** What the sandboxes being started will reserve. */
-  private readonly fillingSize = new Map<Promise<void>, Resources>();
+  private readonly fillingSize = new Map<Promise<void>, PoolResources>();
   private readonly abort = new AbortController();
   private wake?: () => void;
   private loop?: Promise<void>;
   private closed = false;
   private claimed = 0;
-  private checkedAt = Date.now();
   private missed = 0;
+  private readonly clock: Clock;
+  private checkedAt: number;
 
-  constructor(private readonly o: WarmPoolOptions) {}
+  constructor(private readonly o: WarmPoolOptions) {
+    this.clock = o.clock ?? realClock;
+    this.checkedAt = this.clock.now();
+  }
 
   get enabled(): boolean {
     return this.o.size > 0;
@@ -126,7 +136,7 @@ export class WarmPool {
   }
 
   /** The memory and disk the pool's sandboxes reserve, ready and being started. */
-  reserved(): Resources {
+  reserved(): PoolResources {
     const out = { memoryMB: 0, diskMB: 0 };
     for (const w of [...this.ready.values()].flat()) {
       out.memoryMB += w.memoryMB;
@@ -194,16 +204,16 @@ export class WarmPool {
       this.ready.delete(key);
       for (const w of list) this.discard(w, "its template build is no longer kept warm");
     }
-    const now = Date.now();
+    const now = this.clock.now();
     const have = (k: string) => (this.ready.get(k)?.length ?? 0) + (this.filling.get(k)?.size ?? 0);
     return wanted.filter((t) => have(KEY(t)) < this.o.size && (this.failures.get(KEY(t))?.until ?? 0) <= now);
   }
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
+      const cancel = this.clock.after(ms, done);
       function done() {
-        clearTimeout(timer);
+        cancel();
         resolve();
       }
       this.wake = done;
@@ -212,7 +222,7 @@ export class WarmPool {
 
   /** Drops pooled sandboxes that no longer run, so they are neither handed out nor counted. */
   private async check(): Promise<void> {
-    this.checkedAt = Date.now();
+    this.checkedAt = this.clock.now();
     const ids = [...this.ready.values()].flat().map((w) => w.sandboxID);
     if (!this.o.running || ids.length === 0) return;
     const alive = await this.o.running(ids).catch(() => undefined);
@@ -226,7 +236,7 @@ export class WarmPool {
 
   private async run(): Promise<void> {
     while (!this.closed) {
-      if (Date.now() - this.checkedAt >= CHECK_EVERY_MS) await this.check();
+      if (this.clock.now() - this.checkedAt >= CHECK_EVERY_MS) await this.check();
       const short = this.reconcile();
       const inFlight = [...this.filling.values()].reduce((n, set) => n + set.size, 0);
       if (short.length === 0 || inFlight >= PARALLEL_FILLS) {
@@ -260,20 +270,20 @@ export class WarmPool {
   private async fill(tpl: Template): Promise<void> {
     const key = KEY(tpl);
     const id = this.o.newID();
-    const t0 = Date.now();
+    const t0 = this.clock.now();
     try {
       const w = await this.o.make(tpl, id, this.abort.signal);
       if (this.closed) return void (await this.o.remove(id));
       this.ready.set(key, [...(this.ready.get(key) ?? []), w]);
       this.failures.delete(key);
-      this.o.log.debug({ sandboxID: id, templateID: tpl.id, ms: Date.now() - t0 }, "warm pool: sandbox ready");
+      this.o.log.debug({ sandboxID: id, templateID: tpl.id, ms: this.clock.now() - t0 }, "warm pool: sandbox ready");
     } catch (err) {
       await this.o.remove(id).catch(() => undefined);
       if (this.closed) return;
       // A template that cannot start is retried ever more slowly, not in a hot loop.
       const count = (this.failures.get(key)?.count ?? 0) + 1;
       const wait = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (count - 1));
-      this.failures.set(key, { count, until: Date.now() + wait });
+      this.failures.set(key, { count, until: this.clock.now() + wait });
       this.o.log.warn({ templateID: tpl.id, err: (err as Error).message, retryInMs: wait }, "warm pool: starting a sandbox failed");
     }
   }

@@ -1,11 +1,10 @@
 import { readFileSync } from "node:fs";
+import { ENVD_PORT } from "../envd-client/port.js";
 import { MAPPED_RANGE, MAPPED_ROOT } from "../host/idmap.js";
 import type { BindMount } from "./identity.js";
 import { SANDBOX_OOM_SCORE_ADJ } from "../host/oom.js";
 import { seccompProfile } from "./seccomp.js";
 
-/** envd's port inside every sandbox, as E2B's. */
-export const ENVD_PORT = 49983;
 /** Where the release envd directory is bind-mounted (read-only) inside the sandbox. */
 export const ENVD_MOUNT = "/usr/lib/envd";
 /** Where the host's static tini is bind-mounted (read-only) to be the sandbox's PID 1. */

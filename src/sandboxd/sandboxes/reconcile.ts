@@ -1,7 +1,4 @@
-import type { Logger } from "../log.js";
-import type { Runtime } from "../runtime/runtime.js";
-import type { SandboxRow } from "../store/sandboxes.js";
-import type { Store } from "../store/store.js";
+import type { Lifecycle } from "./lifecycle.js";
 
 /**
  * Brings the store and the runtime into agreement at start-up: a row still `starting` (sandboxd
@@ -10,23 +7,21 @@ import type { Store } from "../store/store.js";
  * the runtime's current address and are published to the index. Leftovers of everything not kept
  * are swept last.
  */
-export async function reconcile(deps: { store: Store; runtime: Runtime; log: Logger; publish(row: SandboxRow): void }): Promise<void> {
-  const { store, runtime, log } = deps;
+export async function reconcile(l: Lifecycle): Promise<void> {
+  const { store, runtime, log } = l;
   const observed = new Map((await runtime.list()).map((o) => [o.sandboxID, o]));
   const keep = new Set<string>();
   for (const row of store.sandboxes.all()) {
     const o = observed.get(row.id);
     if (row.state === "starting" || !o || o.status === "stopped") {
       await runtime.remove(row.id).catch((err: Error) => log.error({ sandboxID: row.id, err: err.message }, "reconcile: remove failed"));
-      store.sandboxes.delete(row.id);
+      l.forget(row.id);
       log.info({ sandboxID: row.id, state: row.state, found: o?.status ?? "nothing" }, "reconcile: dropped a sandbox that did not survive");
       continue;
     }
     if (row.state === "paused" && o.status === "running") await runtime.freeze(row.id);
     if (row.state === "running" && o.status === "paused") await runtime.thaw(row.id);
-    const next = { ...row, ip: o.ip, envdPort: o.envdPort };
-    store.sandboxes.update(next);
-    deps.publish(next);
+    l.record({ ...row, ip: o.ip, envdPort: o.envdPort });
     keep.add(row.id);
   }
   for (const id of observed.keys()) {

@@ -10,11 +10,10 @@ export function checkTimeoutFor(maxLengthMs: number, timeout: number): void {
 }
 
 /**
- * E2B's KeepAliveFor: the sandbox's new end (ISO time), `timeoutS` from now, capped at its
+ * E2B's KeepAliveFor: the sandbox's new end (ISO time), `timeoutS` after `now` (ms), capped at its
  * maximum length, and with `allowShorter` false never earlier than its current end.
  */
-export function keptAliveUntil(row: SandboxRow, maxLengthMs: number, timeoutS: number, allowShorter: boolean): string {
-  const now = Date.now();
+export function keptAliveUntil(row: SandboxRow, maxLengthMs: number, timeoutS: number, allowShorter: boolean, now: number): string {
   const maxEnd = Date.parse(row.startedAt) + maxLengthMs;
   if (now >= maxEnd) throw new ApiError(400, "Max instance length exceeded");
   const wanted = Math.min(now + timeoutS * 1000, maxEnd);

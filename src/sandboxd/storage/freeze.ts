@@ -1,6 +1,6 @@
 // Quiescing a mounted file system for the instant of a consistent copy of its image: fsfreeze
 // from util-linux (the kernel flushes it and blocks new writes until thawed), and syncfs.
-import { execTool, mustExec } from "../runtime/exec.js";
+import { execTool, mustExec } from "../host/exec.js";
 
 /**
  * Writes the dirty data and metadata of the file system at `mountpoint` and commits its journal

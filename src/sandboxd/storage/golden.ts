@@ -3,7 +3,7 @@
 // mkfs per sandbox, and no lazy-init thread writing inode tables into each new disk).
 import { closeSync, existsSync, ftruncateSync, linkSync, openSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { mustExec } from "../runtime/exec.js";
+import { mustExec } from "../host/exec.js";
 
 /** The format of golden images, part of their names: a change of mkfs flags gets a new name. */
 export const GOLDEN_FORMAT = "ext4-v1";

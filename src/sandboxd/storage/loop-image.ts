@@ -4,7 +4,7 @@
 // of removed disks and snapshots are punched out of the image and go back to the host.
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync, truncateSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { execTool, mustExec } from "../runtime/exec.js";
+import { execTool, mustExec } from "../host/exec.js";
 import { loopsBackedBy, loopsInUse, mountAt } from "./loops.js";
 
 const MiB = 2 ** 20;

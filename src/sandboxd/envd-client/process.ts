@@ -1,4 +1,9 @@
+/**
+ * Commands run through envd's process.Process/Start (Connect JSON streaming): one command to its
+ * end, and a template's start and ready commands. Every exchange is bounded in time and bytes.
+ */
 import { EnvdProtocolError, textPrefix } from "./bounded-read.js";
+import { envelope, Envelopes } from "./envelopes.js";
 
 /** Where and as whom to run a command through a sandbox's envd. */
 export interface EnvdTarget {
@@ -7,57 +12,6 @@ export interface EnvdTarget {
   accessToken?: string;
   user: string;
   cwd?: string;
-}
-
-/** One Connect-protocol envelope (flags, big-endian length, JSON). */
-function envelope(msg: unknown): Buffer {
-  const json = Buffer.from(JSON.stringify(msg));
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(json.length, 1);
-  return Buffer.concat([head, json]);
-}
-
-/** The largest Connect message sandboxd takes from envd: its process events are a few KiB at most. */
-const MAX_MESSAGE = 1024 * 1024;
-
-/** A process event or the stream's end message, as far as sandboxd reads them. */
-type StreamMessage = { event?: { start?: unknown; end?: { exitCode?: number; error?: string } }; error?: { message?: string } };
-
-/**
- * Splits a Connect envelope stream into messages, holding at most one message (bounded) and the
- * bytes of the next: a hostile envd announcing a huge length or streaming without end costs
- * sandboxd at most `MAX_MESSAGE` of memory, then fails the operation.
- */
-class Envelopes {
-  private chunks: Buffer[] = [];
-  private size = 0;
-
-  push(chunk: Uint8Array): void {
-    this.chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-    this.size += chunk.byteLength;
-  }
-
-  /** The next whole message (flags, parsed JSON), or undefined until more bytes arrive. */
-  next(): { flags: number; msg: StreamMessage } | undefined {
-    if (this.size < 5) return undefined;
-    const buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
-    this.chunks = [buf];
-    const len = buf.readUInt32BE(1);
-    if (len > MAX_MESSAGE) throw new EnvdProtocolError(`envd sent a message of ${len} bytes (more than ${MAX_MESSAGE})`);
-    if (buf.length < 5 + len) return undefined;
-    const flags = buf[0];
-    let msg: StreamMessage;
-    try {
-      msg = JSON.parse(buf.subarray(5, 5 + len).toString("utf8")) as StreamMessage;
-    } catch {
-      throw new EnvdProtocolError("envd sent a message that is not JSON");
-    }
-    if (msg === null || typeof msg !== "object") throw new EnvdProtocolError("envd sent a message that is not a JSON object");
-    const rest = buf.subarray(5 + len);
-    this.chunks = rest.length > 0 ? [rest] : [];
-    this.size = rest.length;
-    return { flags, msg };
-  }
 }
 
 /**

@@ -1,3 +1,4 @@
+/** envd's /init: how the control plane hands a sandbox's envd its token, variables, user and clock. */
 import { textPrefix } from "./bounded-read.js";
 
 /** What envd's /init gets from the control plane. */

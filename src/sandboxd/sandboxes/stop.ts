@@ -1,0 +1,31 @@
+/** Pausing and killing a sandbox, by the API or by the evictor. */
+import type { SandboxRow } from "../store/sandboxes.js";
+import { ApiError } from "./errors.js";
+import type { Lifecycle } from "./lifecycle.js";
+
+/** Freezes a sandbox and records it paused. */
+export async function pauseRow(l: Lifecycle, row: SandboxRow): Promise<void> {
+  await l.runtime.freeze(row.id);
+  l.record({ ...row, state: "paused", endAt: new Date(l.clock.now()).toISOString() });
+}
+
+/** Takes a sandbox off the routes, removes it from the runtime and forgets its row. */
+export async function killRow(l: Lifecycle, row: SandboxRow): Promise<void> {
+  l.unroute(row);
+  await l.runtime.remove(row.id);
+  l.forget(row.id);
+}
+
+/** POST /sandboxes/{id}/pause (409 when already paused). */
+export function pauseSandbox(l: Lifecycle, teamID: string, id: string): Promise<void> {
+  return l.lane(id, async () => {
+    const row = l.owned(teamID, id);
+    if (row.state === "paused") throw new ApiError(409, `Error pausing sandbox - sandbox '${id}' is already paused`);
+    await pauseRow(l, row);
+  });
+}
+
+/** DELETE /sandboxes/{id}. */
+export function killSandbox(l: Lifecycle, teamID: string, id: string): Promise<void> {
+  return l.lane(id, async () => killRow(l, l.owned(teamID, id)));
+}
