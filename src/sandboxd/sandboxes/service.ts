@@ -6,7 +6,7 @@ import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { initEnvd } from "./envd-init.js";
 import { httpsPortsOf } from "../proxy/target.js";
-import { ApiError, notFound } from "./errors.js";
+import { Conflict, Invalid, OperationFailed, sandboxNotFound } from "../errors.js";
 import { createSandboxIndex, type SandboxIndex } from "./index.js";
 import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
 import { egressPolicy, type EgressPolicy } from "../network/policy.js";
@@ -115,7 +115,7 @@ export function createSandboxService(opts: {
 
   const owned = (teamID: string, id: string, states: SandboxRow["state"][] = ["running", "paused"]): SandboxRow => {
     const row = store.sandboxes.get(id);
-    if (!row || row.teamID !== teamID || !states.includes(row.state)) throw notFound(id);
+    if (!row || row.teamID !== teamID || !states.includes(row.state)) throw sandboxNotFound(id);
     return row;
   };
 
@@ -221,7 +221,7 @@ export function createSandboxService(opts: {
     connect: (teamID, id, timeout) =>
       track(serial(id, async () => {
         const row = owned(teamID, id);
-        if (timeout * 1000 > maxLengthMs(teamID)) throw new ApiError(400, `Timeout cannot be greater than ${maxLengthMs(teamID) / 3600_000} hours`);
+        if (timeout * 1000 > maxLengthMs(teamID)) throw new Invalid(`Timeout cannot be greater than ${maxLengthMs(teamID) / 3600_000} hours`);
         if (row.state === "paused") return { status: 201 as const, body: await resumePaused(row, Math.max(timeout, 1)) };
         keepAlive(row, timeout, false);
         const cur = store.sandboxes.get(id)!;
@@ -232,14 +232,14 @@ export function createSandboxService(opts: {
       track(serial(id, async () => {
         const row = owned(teamID, id);
         checkTimeout(teamID, timeout);
-        if (row.state === "running") throw new ApiError(409, `Sandbox ${id} is already running`);
+        if (row.state === "running") throw new Conflict(`Sandbox ${id} is already running`);
         return resumePaused(row, timeout, autoPause);
       })),
 
     pause: (teamID, id) =>
       track(serial(id, async () => {
         const row = owned(teamID, id);
-        if (row.state === "paused") throw new ApiError(409, `Error pausing sandbox - sandbox '${id}' is already paused`);
+        if (row.state === "paused") throw new Conflict(`Error pausing sandbox - sandbox '${id}' is already paused`);
         await pauseRow(row);
       })),
 
@@ -254,13 +254,13 @@ export function createSandboxService(opts: {
     updateNetwork: (teamID, id, update) =>
       track(serial(id, async () => {
         const row = owned(teamID, id);
-        if (row.state !== "running") throw new ApiError(409, `Sandbox "${id}" is not running (it is ${row.state})`);
+        if (row.state !== "running") throw new Conflict(`Sandbox "${id}" is not running (it is ${row.state})`);
         const next = withNetworkUpdate(row, update);
         try {
           await runtime.setEgress(id, policyOf(next));
         } catch (err) {
           log.error({ sandboxID: id, err: (err as Error).message }, "updating a sandbox's network rules failed");
-          throw new ApiError(500, `Failed to update the sandbox's network rules: ${(err as Error).message}`);
+          throw new OperationFailed(`Failed to update the sandbox's network rules: ${(err as Error).message}`);
         }
         store.sandboxes.update(next);
         publish(next);
