@@ -1,6 +1,6 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { ApiError } from "../../src/sandboxd/sandboxes/errors.js";
+import { statusOf } from "../../src/sandboxd/api/errors.js";
 import { decodeCursor, encodeCursor, matchesMetadata, page, parseMetadataFilter, sortRows } from "../../src/sandboxd/sandboxes/list.js";
 import type { SandboxRow } from "../../src/sandboxd/store/sandboxes.js";
 
@@ -23,7 +23,7 @@ describe("v2 listing rules", () => {
     assert.deepEqual(parseMetadataFilter(sdkEncodedOnceDecoded(pairs)), Object.entries(pairs));
     assert.deepEqual(parseMetadataFilter(null), []);
     for (const bad of ["a", "a=b=c", "%zz=1", "a=1&b"]) {
-      assert.throws(() => parseMetadataFilter(bad), (e: ApiError) => e.status === 400, bad);
+      assert.throws(() => parseMetadataFilter(bad), (e: Error) => statusOf(e) === 400, bad);
     }
     const r = row("a", "2026-01-01T00:00:00.000Z", { a: "1", b: "2" });
     assert.equal(matchesMetadata(r, [["a", "1"]]), true);
@@ -57,7 +57,7 @@ describe("v2 listing rules", () => {
     assert.equal(Buffer.from(encodeCursor(r, "asc"), "base64url").toString(), "2026-01-01T00:00:01.250Z__abc__asc");
     assert.deepEqual(decodeCursor(desc, "desc"), { ts: Date.parse(r.startedAt), id: "abc" });
     for (const [token, order] of [[desc, "asc"], [encodeCursor(r, "asc"), "desc"], ["!!", "desc"], [Buffer.from("nope__abc").toString("base64url"), "desc"], [Buffer.from("2026-01-01T00:00:00Z__A-B").toString("base64url"), "desc"]] as const) {
-      assert.throws(() => decodeCursor(token, order), (e: ApiError) => e.status === 400 && e.message === "Invalid next token", token);
+      assert.throws(() => decodeCursor(token, order), (e: Error) => statusOf(e) === 400 && e.message === "Invalid next token", token);
     }
   });
 });

@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { statusOf } from "../../src/sandboxd/api/errors.js";
 import { admit, FREE_MIN_MEMORY_MB, memoryAvailableAboveFloorMB, THIN_MIN_FREE_MB, type Budget } from "../../src/sandboxd/sandboxes/budget.js";
 
 const none = { memoryMB: 0, diskMB: 0 };
@@ -12,10 +13,10 @@ test("without budgets, admission reads what the host has left: memory above its 
   // limits are not reserved: a thousand sandboxes' worth of limits is no reason to refuse
   admit(b, { memoryMB: 1_000_000, diskMB: 10_000_000 }, none, need);
   mem = FREE_MIN_MEMORY_MB - 1;
-  assert.throws(() => admit(b, none, none, need), (e: { status?: number; message: string }) => e.status === 429 && /maximum memory .* available above the floor/.test(e.message));
+  assert.throws(() => admit(b, none, none, need), (e: Error) => statusOf(e) === 429 && /maximum memory .* available above the floor/.test(e.message));
   mem = 10_000;
   disk = -5;
-  assert.throws(() => admit(b, none, none, need), (e: { status?: number; message: string }) => e.status === 429 && /maximum disk .* 0 MiB free above the floor/.test(e.message));
+  assert.throws(() => admit(b, none, none, need), (e: Error) => statusOf(e) === 429 && /maximum disk .* 0 MiB free above the floor/.test(e.message));
 });
 
 test("with budgets, limits and disks are reserved in full and the live readings are not asked", () => {

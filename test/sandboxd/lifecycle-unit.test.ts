@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createJsonLogger } from "../../src/common/log.js";
-import { ApiError } from "../../src/sandboxd/sandboxes/errors.js";
+import { statusOf } from "../../src/sandboxd/api/errors.js";
 import type { CreateInput } from "../../src/sandboxd/sandboxes/inputs.js";
 import { createSandboxService, type SandboxService } from "../../src/sandboxd/sandboxes/service.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "../../src/sandboxd/store/seed.js";
@@ -70,7 +70,7 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
     assert.equal(svc.index.lookup(id), undefined);
     assert.equal(svc.egressOf(sb.addr.ip), undefined);
     assert.equal(rt.sandboxes.has(id), false);
-    await assert.rejects(svc.kill(TEAM, id), (e: ApiError) => e.status === 404);
+    await assert.rejects(svc.kill(TEAM, id), (e: Error) => statusOf(e) === 404);
   });
 
   test("a create whose runtime fails leaves nothing behind and answers 500", async () => {
@@ -78,12 +78,12 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
     rt.onCreate = () => {
       throw new Error("no room for the sandbox");
     };
-    await assert.rejects(svc.create(TEAM, input()), (e: ApiError) => e.status === 500 && /starting the sandbox failed: no room/.test(e.message));
+    await assert.rejects(svc.create(TEAM, input()), (e: Error) => statusOf(e) === 500 && /starting the sandbox failed: no room/.test(e.message));
     assert.equal(store.sandboxes.all().length, 0);
     assert.equal(rt.count("remove"), 1, "what the create began is removed");
     envd.failInit = "envd refused /init";
     rt.onCreate = undefined;
-    await assert.rejects(svc.create(TEAM, input()), (e: ApiError) => e.status === 500 && /initializing envd failed/.test(e.message));
+    await assert.rejects(svc.create(TEAM, input()), (e: Error) => statusOf(e) === 500 && /initializing envd failed/.test(e.message));
     assert.equal(store.sandboxes.all().length, 0);
     assert.equal(rt.sandboxes.size, 0);
   });
@@ -97,13 +97,13 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
     assert.equal(rt.sandboxes.get(id)!.status, "paused");
     assert.equal(svc.index.lookup(id)?.state, "paused");
     assert.equal(svc.egressOf(ip), undefined);
-    await assert.rejects(svc.pause(TEAM, id), (e: ApiError) => e.status === 409);
+    await assert.rejects(svc.pause(TEAM, id), (e: Error) => statusOf(e) === 409);
     await svc.resume(TEAM, id, 60);
     assert.equal(state(id), "running");
     assert.equal(rt.sandboxes.get(id)!.status, "running");
     assert.equal(envd.inits.length, 2);
     assert.equal(envd.inits[1].settings.envVars, undefined, "a resume leaves envd's variables as the create set them");
-    await assert.rejects(svc.resume(TEAM, id, 60), (e: ApiError) => e.status === 409);
+    await assert.rejects(svc.resume(TEAM, id, 60), (e: Error) => statusOf(e) === 409);
     await svc.pause(TEAM, id);
     assert.equal((await svc.connect(TEAM, id, 60)).status, 201);
     assert.equal((await svc.connect(TEAM, id, 60)).status, 200);

@@ -7,7 +7,7 @@ import { parseConfig } from "../../src/sandboxd/config.js";
 import { stepFor } from "../../src/sandboxd/metrics/range.js";
 import { teamMax, teamRange, teamSeries } from "../../src/sandboxd/metrics/team-query.js";
 import { createTeamSampler, type TeamSampler } from "../../src/sandboxd/metrics/team-sampler.js";
-import { ApiError } from "../../src/sandboxd/sandboxes/errors.js";
+import { statusOf } from "../../src/sandboxd/api/errors.js";
 import { createLogger } from "../../src/sandboxd/log.js";
 import { openStore, type Store } from "../../src/sandboxd/store/store.js";
 
@@ -51,9 +51,8 @@ function err400(fn: () => unknown): string {
   try {
     fn();
   } catch (err) {
-    assert.ok(err instanceof ApiError, `expected an ApiError, got ${err}`);
-    assert.equal(err.status, 400);
-    return err.message;
+    assert.equal(statusOf(err), 400, `expected an error answered with 400, got ${err}`);
+    return (err as Error).message;
   }
   assert.fail("expected a 400");
 }

@@ -1,13 +1,13 @@
 import { egressRulesError } from "../network/policy.js";
-import { ApiError } from "../sandboxes/errors.js";
+import { Forbidden, Invalid, invalid } from "../errors.js";
 import type { CreateInput } from "../sandboxes/inputs.js";
 import { ENVD_PORT } from "../envd-client/port.js";
-import { invalid, objectBody, onlyKnown, optBool, optInt, optString, optStringList, optStringMap } from "./validate.js";
+import { objectBody, onlyKnown, optBool, optInt, optString, optStringList, optStringMap } from "./validate.js";
 
 /** Checks the allow and deny lists as E2B does (400 with its message). */
 export function checkEgressRules(allowOut: string[] | undefined, denyOut: string[] | undefined): void {
   const why = egressRulesError(allowOut, denyOut);
-  if (why) throw new ApiError(400, why);
+  if (why) throw new Invalid(why);
 }
 
 /** `network.httpsPorts`: sandbox ports the proxy reaches over TLS; integers 1..65535, never envd's. */
@@ -35,7 +35,7 @@ export function checkRules(v: unknown, field: string): void {
     for (const rule of list as Record<string, unknown>[]) {
       onlyKnown(rule, ["transform"], `${field}.${host.slice(0, 64)}: `);
       if (rule.transform !== undefined && rule.transform !== null) {
-        throw new ApiError(400, `${field}: request transforms (header injection for "${host.slice(0, 64)}") are not supported by this server`);
+        throw new Invalid(`${field}: request transforms (header injection for "${host.slice(0, 64)}") are not supported by this server`);
       }
     }
   }
@@ -56,7 +56,7 @@ function network(o: Record<string, unknown>): Record<string, unknown> | undefine
   optString(n, "maskRequestHost");
   checkRules(n.rules, "network.rules");
   httpsPorts(n);
-  if (n.egressProxy !== undefined && n.egressProxy !== null) throw new ApiError(403, "egress proxy is not enabled for this team");
+  if (n.egressProxy !== undefined && n.egressProxy !== null) throw new Forbidden("egress proxy is not enabled for this team");
   checkEgressRules(allowOut, denyOut);
   return { ...n };
 }
@@ -65,7 +65,7 @@ function network(o: Record<string, unknown>): Record<string, unknown> | undefine
 function checkMcp(v: unknown): void {
   if (v === undefined || v === null) return;
   if (typeof v !== "object" || Array.isArray(v)) throw invalid(`field "mcp" must be an object`);
-  if (Object.keys(v).length > 0) throw new ApiError(400, "mcp: MCP servers in the sandbox are not supported by this server");
+  if (Object.keys(v).length > 0) throw new Invalid("mcp: MCP servers in the sandbox are not supported by this server");
 }
 
 /** `iam`: workload identity tokens, which sandboxd does not issue (an empty token map asks for none). */
@@ -77,7 +77,7 @@ function checkIam(v: unknown): void {
   const tokens = iam.tokens;
   if (tokens === undefined || tokens === null) return;
   if (typeof tokens !== "object" || Array.isArray(tokens)) throw invalid(`field "iam.tokens" must be an object`);
-  if (Object.keys(tokens).length > 0) throw new ApiError(400, "iam: workload identity tokens are not supported by this server");
+  if (Object.keys(tokens).length > 0) throw new Invalid("iam: workload identity tokens are not supported by this server");
 }
 
 /** The fields of E2B's NewSandbox / NewSandboxV2 (the v1 body also has `secure`). */
@@ -113,12 +113,12 @@ export function parseCreateBody(body: unknown, defaults: CreateDefaults): Create
     onlyKnown(ar as Record<string, unknown>, ["enabled"], "autoResume: ");
     autoResume = optBool(ar as Record<string, unknown>, "enabled") ?? false;
   }
-  if (autoPauseMemory !== undefined && !autoPause) throw new ApiError(400, "autoPauseMemory can only be set together with autoPause");
-  if (autoPauseMemory !== undefined && autoResume) throw new ApiError(400, "autoPauseMemory cannot be set together with autoResume.enabled");
-  if (autoResume && !autoPause) throw new ApiError(400, "autoResume.enabled requires autoPause (the lifecycle's onTimeout: pause)");
-  if (autoPauseMemory === false) throw new ApiError(400, "autoPauseMemory=false (a filesystem-only pause) is not supported by this server");
+  if (autoPauseMemory !== undefined && !autoPause) throw new Invalid("autoPauseMemory can only be set together with autoPause");
+  if (autoPauseMemory !== undefined && autoResume) throw new Invalid("autoPauseMemory cannot be set together with autoResume.enabled");
+  if (autoResume && !autoPause) throw new Invalid("autoResume.enabled requires autoPause (the lifecycle's onTimeout: pause)");
+  if (autoPauseMemory === false) throw new Invalid("autoPauseMemory=false (a filesystem-only pause) is not supported by this server");
   if (o.volumeMounts !== undefined && o.volumeMounts !== null && !Array.isArray(o.volumeMounts)) throw invalid(`field "volumeMounts" must be an array`);
-  if (Array.isArray(o.volumeMounts) && o.volumeMounts.length > 0) throw new ApiError(400, "volumeMounts are not supported by this server");
+  if (Array.isArray(o.volumeMounts) && o.volumeMounts.length > 0) throw new Invalid("volumeMounts are not supported by this server");
   checkMcp(o.mcp);
   checkIam(o.iam);
   const secure = optBool(o, "secure") ?? defaults.secure;

@@ -1,8 +1,9 @@
 import type { Logger } from "../log.js";
-import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
+import type { AnyRequest, AnyResponse } from "../server/request.js";
 import type { ApiHandler } from "../server/dispatch.js";
-import { ApiError } from "../sandboxes/errors.js";
+import { DomainError, Invalid, Unauthenticated } from "../errors.js";
 import type { Metrics } from "../metrics/service.js";
+import type { Caller } from "./route.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { TemplateService } from "../templates/service.js";
 import type { Store } from "../store/store.js";
@@ -19,14 +20,8 @@ function safeDecode(raw: string): string {
   try {
     return decodeURIComponent(raw);
   } catch {
-    throw new ApiError(400, "validation error: malformed percent-encoding in the path");
+    throw new Invalid("validation error: malformed percent-encoding in the path");
   }
-}
-
-/** Who a request is: its team and, when it came with an API key, that key (GET /teams hands it back). */
-export interface Caller {
-  teamID: string;
-  apiKey?: string;
 }
 
 /**
@@ -39,15 +34,15 @@ function authenticate(store: Store, req: AnyRequest): Caller {
   const bearer = /^Bearer\s+(\S+)$/i.exec(String(req.headers.authorization ?? ""))?.[1];
   const key = header || bearer;
   if (key === undefined || key === "") {
-    throw new ApiError(401, "Missing API key: send your team's key in the X-API-Key header (see https://e2b.dev/docs/api-key)");
+    throw new Unauthenticated("Missing API key: send your team's key in the X-API-Key header (see https://e2b.dev/docs/api-key)");
   }
   if (!header && key.startsWith(CREDENTIAL_PREFIX.access_token)) {
     const team = store.apiKeys.teamOfToken(key);
-    if (!team) throw new ApiError(401, INVALID_TOKEN);
+    if (!team) throw new Unauthenticated(INVALID_TOKEN);
     return { teamID: team };
   }
   const team = key.startsWith(CREDENTIAL_PREFIX.api_key) ? store.apiKeys.teamOf(key) : undefined;
-  if (!team) throw new ApiError(401, INVALID_KEY);
+  if (!team) throw new Unauthenticated(INVALID_KEY);
   return { teamID: team, apiKey: key };
 }
 
@@ -84,9 +79,8 @@ export function createApiHandler(opts: { store: Store; sandboxes: SandboxService
     handle(req, res)
       .catch((err: unknown) => {
         req.resume();
-        if (err instanceof ApiError) return sendError(res, err);
-        log.error({ err: String((err as Error)?.stack ?? err), method: req.method }, "API request failed");
-        sendJson(res, 500, { code: 500, message: "Internal error while handling the request" });
+        if (!(err instanceof DomainError)) log.error({ err: String((err as Error)?.stack ?? err), method: req.method }, "API request failed");
+        sendError(res, err);
       })
       .catch(() => res.destroy())
       .finally(() => log.debug({ method: req.method, status: res.statusCode, ms: Date.now() - started }, "api request"));

@@ -1,5 +1,6 @@
-import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
-import { ApiError } from "../sandboxes/errors.js";
+import { Invalid, PayloadTooLarge } from "../errors.js";
+import type { AnyRequest, AnyResponse } from "../server/request.js";
+import { errorAnswer } from "./errors.js";
 
 /** Request bodies above this are refused with 413. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -22,9 +23,10 @@ export function sendEmpty(res: AnyResponse, status = 204): void {
   res.end();
 }
 
-/** Sends an API error as `{code, message[, error_code]}`. */
-export function sendError(res: AnyResponse, err: ApiError): void {
-  sendJson(res, err.status, { code: err.status, message: err.message, ...(err.errorCode ? { error_code: err.errorCode } : {}) });
+/** Sends an error as `{code, message[, error_code]}` with the status its kind maps to (a non-domain error as a bare 500). */
+export function sendError(res: AnyResponse, err: unknown): void {
+  const { status, body } = errorAnswer(err);
+  sendJson(res, status, body);
 }
 
 /** Reads the whole body (at most 1 MiB) and parses it as JSON; an empty body is `undefined`. */
@@ -33,7 +35,7 @@ export function readJson(req: AnyRequest): Promise<unknown> {
     const declared = Number(req.headers["content-length"] ?? "0");
     if (declared > MAX_BODY_BYTES) {
       req.resume();
-      return reject(new ApiError(413, `Request body too large: at most ${MAX_BODY_BYTES} bytes`));
+      return reject(new PayloadTooLarge(`Request body too large: at most ${MAX_BODY_BYTES} bytes`));
     }
     const chunks: Buffer[] = [];
     let size = 0;
@@ -44,12 +46,12 @@ export function readJson(req: AnyRequest): Promise<unknown> {
       if (size > MAX_BODY_BYTES) {
         done = true;
         req.resume();
-        return reject(new ApiError(413, `Request body too large: at most ${MAX_BODY_BYTES} bytes`));
+        return reject(new PayloadTooLarge(`Request body too large: at most ${MAX_BODY_BYTES} bytes`));
       }
       chunks.push(c);
     });
     req.on("error", (err) => {
-      if (!done) reject(new ApiError(400, `Could not read the request body: ${err.message}`));
+      if (!done) reject(new Invalid(`Could not read the request body: ${err.message}`));
       done = true;
     });
     req.on("end", () => {
@@ -60,7 +62,7 @@ export function readJson(req: AnyRequest): Promise<unknown> {
       try {
         resolve(JSON.parse(text));
       } catch {
-        reject(new ApiError(400, "validation error: request body is not valid JSON"));
+        reject(new Invalid("validation error: request body is not valid JSON"));
       }
     });
   });

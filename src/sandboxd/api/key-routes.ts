@@ -1,8 +1,8 @@
-import { ApiError } from "../sandboxes/errors.js";
+import { invalid, Invalid, NotFound } from "../errors.js";
 import { newCredential, type CredentialKind, type KeyInfo } from "../store/api-keys.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
-import type { Route, RouteContext } from "./routes.js";
-import { invalid, objectBody, onlyKnown, optString } from "./validate.js";
+import type { Route, RouteContext } from "./route.js";
+import { objectBody, onlyKnown, optString } from "./validate.js";
 
 /** Longest name a key or token may have. */
 const MAX_NAME = 200;
@@ -15,7 +15,7 @@ export const MAX_PER_TEAM = 100;
 function make(c: RouteContext, kind: CredentialKind, name: string): { secret: string; made: KeyInfo } {
   const secret = newCredential(kind);
   const made = c.store.transaction(() => {
-    if (c.store.apiKeys.listTeam(c.teamID, kind).length >= MAX_PER_TEAM) throw new ApiError(400, `a team can hold at most ${MAX_PER_TEAM} ${what(kind)}s: delete one first`);
+    if (c.store.apiKeys.listTeam(c.teamID, kind).length >= MAX_PER_TEAM) throw new Invalid(`a team can hold at most ${MAX_PER_TEAM} ${what(kind)}s: delete one first`);
     return c.store.apiKeys.create(kind, secret, c.teamID, name);
   });
   return { secret, made };
@@ -38,7 +38,7 @@ const keyView = (k: KeyInfo) => ({ id: k.apiID, name: k.name, mask: k.mask, crea
 /** PATCH and DELETE of one credential, by the ID the API showed, within the caller's team only. */
 function byId(kind: CredentialKind, base: string): Route[] {
   const path = new RegExp(`^/${base}/([^/]+)$`);
-  const missing = (c: RouteContext) => new ApiError(404, `${what(kind)} '${c.params[0].slice(0, 64)}' not found`);
+  const missing = (c: RouteContext) => new NotFound(`${what(kind)} '${c.params[0].slice(0, 64)}' not found`);
   const routes: Route[] = [
     {
       method: "DELETE",

@@ -1,7 +1,6 @@
-import { ApiError } from "../sandboxes/errors.js";
+import { Invalid, invalid } from "../errors.js";
 import type { ListQuery } from "../sandboxes/inputs.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
-import { invalid } from "./validate.js";
 
 /** The query of GET /v2/sandboxes, checked as the API's validator does. */
 export function parseListQuery(q: URLSearchParams): ListQuery {
@@ -24,7 +23,7 @@ export function parseListQuery(q: URLSearchParams): ListQuery {
     if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/.test(sa) || !Number.isFinite(startedAfter)) throw invalid(`parameter "startedAfter" must be an RFC 3339 date-time`);
   }
   const template = q.get("template") ?? undefined;
-  if (template !== undefined && template.includes(":")) throw new ApiError(400, "template filter cannot include a tag");
+  if (template !== undefined && template.includes(":")) throw new Invalid("template filter cannot include a tag");
   return {
     states: [...new Set(states)] as ListQuery["states"],
     metadata: parseMetadataFilter(q.get("metadata")),

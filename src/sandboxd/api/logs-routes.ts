@@ -1,7 +1,7 @@
+import { invalid } from "../errors.js";
 import { API_LOG_LEVELS, type ApiLogLevel, type ConsoleEntry, parseConsole } from "../sandboxes/console-log.js";
 import { sendJson } from "./http.js";
-import type { Route, RouteContext } from "./routes.js";
-import { invalid } from "./validate.js";
+import type { Route, RouteContext } from "./route.js";
 
 /** How much of a sandbox's console output the log routes read (its newest bytes). */
 const READ_BYTES = 1024 * 1024;

@@ -1,10 +1,10 @@
 import { prometheusText } from "../metrics/prometheus.js";
 import { queryRange } from "../metrics/range.js";
 import { teamMax, teamRange, teamSeries } from "../metrics/team-query.js";
-import { ApiError, notFound } from "../sandboxes/errors.js";
+import { Forbidden, Invalid, sandboxNotFound, Unavailable } from "../errors.js";
 import type { SandboxSample } from "../store/sandbox-metrics.js";
 import { sendJson } from "./http.js";
-import type { Route, RouteContext } from "./routes.js";
+import type { Route, RouteContext } from "./route.js";
 import { shortId } from "./validate.js";
 
 /** Most sandboxes one GET /sandboxes/metrics may name. */
@@ -18,7 +18,7 @@ const metricItem = (s: SandboxSample) => ({
 
 /** The metrics service, or a 503 when this server runs without it. */
 function need(c: RouteContext) {
-  if (!c.metrics) throw new ApiError(503, "metrics are not collected by this server");
+  if (!c.metrics) throw new Unavailable("metrics are not collected by this server");
   return c.metrics;
 }
 
@@ -26,7 +26,7 @@ const nowS = (c: RouteContext) => Math.floor(need(c).clock() / 1000);
 
 /** The path's team must be the caller's (E2B's 403 otherwise). */
 function ownTeam(c: RouteContext): string {
-  if (c.alias !== c.teamID) throw new ApiError(403, `You (${c.teamID}) are not authorized to access this team's (${c.alias.slice(0, 100)}) metrics`);
+  if (c.alias !== c.teamID) throw new Forbidden(`You (${c.teamID}) are not authorized to access this team's (${c.alias.slice(0, 100)}) metrics`);
   return c.teamID;
 }
 
@@ -70,8 +70,8 @@ export const METRICS_ROUTES: Route[] = [
     path: /^\/sandboxes\/metrics$/,
     handle(c) {
       const raw = c.query.getAll("sandbox_ids").flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean);
-      if (raw.length === 0) throw new ApiError(400, `validation error: query parameter "sandbox_ids" is required (comma-separated sandbox IDs)`);
-      if (raw.length > MAX_IDS) throw new ApiError(400, `validation error: query parameter "sandbox_ids" names ${raw.length} sandboxes; at most ${MAX_IDS}`);
+      if (raw.length === 0) throw new Invalid(`validation error: query parameter "sandbox_ids" is required (comma-separated sandbox IDs)`);
+      if (raw.length > MAX_IDS) throw new Invalid(`validation error: query parameter "sandbox_ids" names ${raw.length} sandboxes; at most ${MAX_IDS}`);
       const sandboxes: Record<string, ReturnType<typeof metricItem>> = {};
       for (const id of new Set(raw.map(shortId))) {
         const row = c.store.sandboxes.get(id);
@@ -87,7 +87,7 @@ export const METRICS_ROUTES: Route[] = [
     path: /^\/sandboxes\/([^/]+)\/metrics$/,
     handle(c) {
       const row = c.store.sandboxes.get(c.id);
-      if (!row || row.teamID !== c.teamID || row.state === "starting") throw notFound(c.id);
+      if (!row || row.teamID !== c.teamID || row.state === "starting") throw sandboxNotFound(c.id);
       const born = Math.floor(Date.parse(row.startedAt) / 1000);
       const range = queryRange(c.query, nowS(c), () => born, maxRange(c));
       sendJson(c.res, 200, c.store.sandboxMetrics.range(row.id, range.start, range.end).map(metricItem));

@@ -1,8 +1,8 @@
-import { ApiError } from "../sandboxes/errors.js";
+import { Forbidden } from "../errors.js";
 import type { NetworkUpdate } from "../sandboxes/inputs.js";
 import { checkEgressRules, checkRules } from "./create-body.js";
 import { readJson, sendEmpty } from "./http.js";
-import type { Route, RouteContext } from "./routes.js";
+import type { Route, RouteContext } from "./route.js";
 import { objectBody, onlyKnown, optBool, optStringList } from "./validate.js";
 
 /** The body of PUT /sandboxes/{id}/network: a full replacement, every field optional. */
@@ -12,7 +12,7 @@ export function parseNetworkUpdate(body: unknown): NetworkUpdate {
   const allowOut = optStringList(o, "allowOut", "allowOut");
   const denyOut = optStringList(o, "denyOut", "denyOut");
   checkRules(o.rules, "rules");
-  if (o.egressProxy !== undefined && o.egressProxy !== null) throw new ApiError(403, "egress proxy is not enabled for this team");
+  if (o.egressProxy !== undefined && o.egressProxy !== null) throw new Forbidden("egress proxy is not enabled for this team");
   const allowInternetAccess = optBool(o, "allow_internet_access");
   checkEgressRules(allowOut, denyOut);
   return {

@@ -1,54 +1,17 @@
-import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
-import type { Metrics } from "../metrics/service.js";
-import type { SandboxService } from "../sandboxes/service.js";
-import type { Store } from "../store/store.js";
-import type { Caller } from "./handler.js";
+/** The control API's route table: the sandbox routes, composed with every area's table in matching order, and the matcher. */
+import type { Route, RouteContext } from "./route.js";
 import { METRICS_ROUTES } from "./metrics-routes.js";
-import type { TemplateService } from "../templates/service.js";
 import { parseCreateBody, V1_CREATE_DEFAULTS, V2_CREATE_DEFAULTS, type CreateDefaults } from "./create-body.js";
 import { readJson, sendEmpty, sendJson } from "./http.js";
 import { parseListQuery } from "./list-query.js";
 import { LOGS_ROUTES } from "./logs-routes.js";
 import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
-import { ApiError } from "../sandboxes/errors.js";
-import { objectBody, onlyKnown, optBool, optInt, invalid } from "./validate.js";
+import { invalid, Invalid } from "../errors.js";
+import { objectBody, onlyKnown, optBool, optInt } from "./validate.js";
 import { TEMPLATE_ROUTES } from "./template-routes.js";
 import { KEY_ROUTES } from "./key-routes.js";
 import { UNSERVED_ROUTES } from "./unserved-routes.js";
-
-/** What a route's handler gets: the team the key belongs to, the path's ID and the query. */
-export interface RouteContext {
-  req: AnyRequest;
-  res: AnyResponse;
-  teamID: string;
-  /** The credential the request authenticated with ({teamID: ""} on public routes). */
-  caller: Caller;
-  /** The path's sandbox ID after ShortID ("" on routes without one). */
-  id: string;
-  /** The path's template alias or team ID, as sent (routes with `param: "alias"` only). */
-  alias: string;
-  query: URLSearchParams;
-  /** Every group of the path, percent-decoded (routes with `param: "raw"`). */
-  params: string[];
-  sandboxes: SandboxService;
-  store: Store;
-  /** Metrics collection, when the server runs it. */
-  metrics?: Metrics;
-  templates: TemplateService;
-}
-
-/** One route: method, path pattern (its one group is the sandbox ID) and handler. */
-export interface Route {
-  method: string;
-  path: RegExp;
-  /** What the path's group is: a sandbox ID (through ShortID) unless said otherwise: "alias", the
-   * group as sent, decoded (a template alias or a team ID); "raw": see `params`. */
-  param?: "alias" | "raw";
-  /** Authenticated by the route itself (e.g. a signed URL), not by an API key. */
-  public?: boolean;
-  handle(ctx: RouteContext): Promise<void> | void;
-}
 
 /** The connect timeout when a client sends none (the SDKs' own default). */
 const CONNECT_DEFAULT_TIMEOUT_S = 300;
@@ -63,7 +26,7 @@ const create = (defaults: CreateDefaults) => async (c: RouteContext) => sendJson
 function resumeBody(raw: unknown, fields: readonly string[]): Record<string, unknown> {
   const body = objectBody(raw, true);
   onlyKnown(body, fields, "");
-  if (optBool(body, "memory") === false) throw new ApiError(400, `field "memory": resuming from the disk alone (memory=false, the SDK's onResume 'reboot') is not supported by this server`);
+  if (optBool(body, "memory") === false) throw new Invalid(`field "memory": resuming from the disk alone (memory=false, the SDK's onResume 'reboot') is not supported by this server`);
   return body;
 }
 

@@ -1,7 +1,7 @@
 import { readJson, sendEmpty, sendJson } from "./http.js";
-import type { Route, RouteContext } from "./routes.js";
-import { ApiError } from "../sandboxes/errors.js";
-import { invalid } from "./validate.js";
+import { parseBuildStart, parseDockerfileTemplate, parseNamedTemplate, parseTagAssignment, parseTagRemoval, parseTemplateUpdate } from "./template-body.js";
+import type { Route, RouteContext } from "./route.js";
+import { DomainError, invalid } from "../errors.js";
 
 const SEG = "([^/]+)";
 
@@ -43,16 +43,16 @@ export const TEMPLATE_ROUTES: Route[] = [
       sendJson(c.res, 200, page, next ? { "x-next-token": next } : {});
     },
   },
-  { method: "POST", path: /^\/templates$/, handle: async (c) => sendJson(c.res, 202, c.templates.createV1(c.teamID, await readJson(c.req))) },
-  { method: "POST", path: /^\/v3\/templates$/, handle: async (c) => sendJson(c.res, 202, c.templates.createV3(c.teamID, await readJson(c.req))) },
-  { method: "POST", path: /^\/templates\/tags$/, handle: async (c) => sendJson(c.res, 201, c.templates.assignTags(c.teamID, await readJson(c.req))) },
-  { method: "DELETE", path: /^\/templates\/tags$/, handle: async (c) => sendEmpty(c.res, (c.templates.removeTags(c.teamID, await readJson(c.req)), 204)) },
+  { method: "POST", path: /^\/templates$/, handle: async (c) => sendJson(c.res, 202, c.templates.createV1(c.teamID, parseDockerfileTemplate(await readJson(c.req), c.teamID))) },
+  { method: "POST", path: /^\/v3\/templates$/, handle: async (c) => sendJson(c.res, 202, c.templates.createV3(c.teamID, parseNamedTemplate(await readJson(c.req)))) },
+  { method: "POST", path: /^\/templates\/tags$/, handle: async (c) => sendJson(c.res, 201, c.templates.assignTags(c.teamID, parseTagAssignment(await readJson(c.req)))) },
+  { method: "DELETE", path: /^\/templates\/tags$/, handle: async (c) => sendEmpty(c.res, (c.templates.removeTags(c.teamID, parseTagRemoval(await readJson(c.req))), 204)) },
   {
     method: "POST",
     path: new RegExp(`^/v2/templates/${SEG}/builds/${SEG}$`),
     param: "raw",
     async handle(c) {
-      c.templates.startBuild(c.teamID, templateParam(c.params[0]), c.params[1], await readJson(c.req));
+      c.templates.startBuild(c.teamID, templateParam(c.params[0]), c.params[1], parseBuildStart(await readJson(c.req)));
       sendJson(c.res, 202, {});
     },
   },
@@ -81,10 +81,10 @@ export const TEMPLATE_ROUTES: Route[] = [
     public: true,
     async handle(c) {
       try {
-        await c.templates.upload(c.req, c.params[1], c.query.get("token") ?? "");
+        await c.templates.upload(c.req, c.req.headers["content-length"], c.params[1], c.query.get("token") ?? "");
       } catch (err) {
         // the SDK reports a failed upload by its status text alone: make that the reason
-        if (err instanceof ApiError && c.req.httpVersionMajor === 1 && "statusMessage" in c.res) c.res.statusMessage = err.message.replace(/[^\x20-\x7e]/g, "?").slice(0, 200);
+        if (err instanceof DomainError && c.req.httpVersionMajor === 1 && "statusMessage" in c.res) c.res.statusMessage = err.message.replace(/[^\x20-\x7e]/g, "?").slice(0, 200);
         throw err;
       }
       sendJson(c.res, 200, {});
@@ -95,7 +95,7 @@ export const TEMPLATE_ROUTES: Route[] = [
     method: "PATCH",
     path: new RegExp(`^/v2/templates/${SEG}$`),
     param: "raw",
-    handle: async (c) => sendJson(c.res, 200, c.templates.update(c.teamID, templateParam(c.params[0]), await readJson(c.req))),
+    handle: async (c) => sendJson(c.res, 200, c.templates.update(c.teamID, templateParam(c.params[0]), parseTemplateUpdate(await readJson(c.req)))),
   },
   {
     // v1 (deprecated): the same update, answered 200 with no body
@@ -103,7 +103,7 @@ export const TEMPLATE_ROUTES: Route[] = [
     path: new RegExp(`^/templates/${SEG}$`),
     param: "raw",
     handle: async (c) => {
-      c.templates.update(c.teamID, templateParam(c.params[0]), await readJson(c.req));
+      c.templates.update(c.teamID, templateParam(c.params[0]), parseTemplateUpdate(await readJson(c.req)));
       c.res.writeHead(200).end();
     },
   },

@@ -1,5 +1,5 @@
 import { sendJson } from "./http.js";
-import type { Route } from "./routes.js";
+import type { Route } from "./route.js";
 
 const SEG = "[^/]+";
 

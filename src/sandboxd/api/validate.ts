@@ -1,9 +1,5 @@
-import { ApiError } from "../sandboxes/errors.js";
-
-/** A 400 with the API validator's prefix. */
-export function invalid(what: string): ApiError {
-  return new ApiError(400, `validation error: ${what}`);
-}
+/** The checks of request bodies and path parameters, each failing with an Invalid naming the field. */
+import { invalid, Invalid } from "../errors.js";
 
 /** The body as an object (an absent body counts as `{}` when `optional`). */
 export function objectBody(body: unknown, optional: boolean): Record<string, unknown> {
@@ -63,10 +59,10 @@ export function shortId(raw: string): string {
   try {
     id = decodeURIComponent(raw);
   } catch {
-    throw new ApiError(400, "Invalid sandbox ID");
+    throw new Invalid("Invalid sandbox ID");
   }
   id = id.split("-", 1)[0];
-  if (!/^[a-z0-9]+$/.test(id)) throw new ApiError(400, "Invalid sandbox ID");
+  if (!/^[a-z0-9]+$/.test(id)) throw new Invalid("Invalid sandbox ID");
   return id;
 }
 
@@ -77,6 +73,6 @@ export function shortId(raw: string): string {
 export function onlyKnown(o: Record<string, unknown>, known: readonly string[], where: string): void {
   for (const [k, v] of Object.entries(o)) {
     if (v === undefined || v === null || known.includes(k)) continue;
-    throw new ApiError(400, `${where}field "${k.slice(0, 64)}" is not supported by this server`);
+    throw new Invalid(`${where}field "${k.slice(0, 64)}" is not supported by this server`);
   }
 }

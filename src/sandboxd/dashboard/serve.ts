@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
+import type { AnyRequest, AnyResponse } from "../server/request.js";
 import type { ApiHandler } from "../server/dispatch.js";
 import { sendJson } from "../api/http.js";
 

@@ -1,4 +1,4 @@
-import { ApiError } from "../sandboxes/errors.js";
+import { Invalid } from "../errors.js";
 
 const HOUR = 3600;
 const DAY = 24 * HOUR;
@@ -20,12 +20,12 @@ export function stepFor(rangeS: number): number {
   return 900;
 }
 
-/** An optional unix-seconds query parameter: digits only, within [0, year 2200]; anything else is a 400. */
+/** An optional unix-seconds query parameter: digits only, within [0, year 2200]; anything else is Invalid. */
 export function unixParam(query: URLSearchParams, name: string): number | undefined {
   const raw = query.get(name);
   if (raw === null) return undefined;
   if (!/^\d{1,12}$/.test(raw.trim()) || Number(raw) > MAX_TS) {
-    throw new ApiError(400, `validation error: query parameter "${name}" must be a unix time in seconds (a whole number between 0 and ${MAX_TS}), got '${raw.slice(0, 40)}'`);
+    throw new Invalid(`validation error: query parameter "${name}" must be a unix time in seconds (a whole number between 0 and ${MAX_TS}), got '${raw.slice(0, 40)}'`);
   }
   return Number(raw);
 }
@@ -38,14 +38,14 @@ export interface Range {
 
 /**
  * The range of a metrics query: `end` defaults to now, `start` to `defaultStart(end)`; start after
- * end, or a range longer than `maxRange` seconds, is a 400.
+ * end, or a range longer than `maxRange` seconds, is Invalid.
  */
 export function queryRange(query: URLSearchParams, nowS: number, defaultStart: (end: number) => number, maxRange = MAX_RANGE_S): Range {
   const end = unixParam(query, "end") ?? nowS;
   const start = unixParam(query, "start") ?? Math.min(defaultStart(end), end);
-  if (start > end) throw new ApiError(400, `start (${start}) cannot be after end (${end})`);
+  if (start > end) throw new Invalid(`start (${start}) cannot be after end (${end})`);
   if (end - start > maxRange) {
-    throw new ApiError(400, `the range from start to end is ${Math.ceil((end - start) / DAY)} days; it can be at most ${Math.floor(maxRange / DAY)} days`);
+    throw new Invalid(`the range from start to end is ${Math.ceil((end - start) / DAY)} days; it can be at most ${Math.floor(maxRange / DAY)} days`);
   }
   return { start, end };
 }

@@ -1,4 +1,4 @@
-import { ApiError } from "../sandboxes/errors.js";
+import { Invalid } from "../errors.js";
 import type { TeamMetrics } from "../store/team-metrics.js";
 import { DEFAULT_RANGE_S, queryRange, stepFor, type Range } from "./range.js";
 
@@ -49,9 +49,9 @@ const MAX_METRICS = ["concurrent_sandboxes", "sandbox_start_rate"] as const;
  * bucket with the highest start rate (earliest on a tie). No data: value 0 at the range's start.
  */
 export function teamMax(table: TeamMetrics, teamID: string, range: Range, metric: string | null): TeamMetricMax {
-  if (metric === null) throw new ApiError(400, `validation error: query parameter "metric" is required (${MAX_METRICS.join(" or ")})`);
+  if (metric === null) throw new Invalid(`validation error: query parameter "metric" is required (${MAX_METRICS.join(" or ")})`);
   if (!(MAX_METRICS as readonly string[]).includes(metric)) {
-    throw new ApiError(400, `validation error: query parameter "metric" must be one of ${MAX_METRICS.join(", ")}, got '${metric.slice(0, 40)}'`);
+    throw new Invalid(`validation error: query parameter "metric" must be one of ${MAX_METRICS.join(", ")}, got '${metric.slice(0, 40)}'`);
   }
   let best: { ts: number; value: number } | undefined;
   if (metric === "concurrent_sandboxes") {

@@ -1,9 +1,5 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
-
-/** Either protocol's request and response, as the listener hands them over. */
-export type AnyRequest = IncomingMessage | Http2ServerRequest;
-export type AnyResponse = ServerResponse | Http2ServerResponse;
+import { constants, type Http2ServerResponse } from "node:http2";
+import type { AnyRequest, AnyResponse } from "../server/request.js";
 
 /** A proxy error page: status, the JSON body E2B's proxy sends, and the sentence for the HTML page. */
 export interface ProxyError {

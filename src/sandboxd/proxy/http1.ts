@@ -3,7 +3,8 @@ import { Agent as TlsAgent, request as tlsRequest } from "node:https";
 import type { Socket } from "node:net";
 import { isDialFailure, timeoutError, type ProxyLimits } from "./dial.js";
 import { MAX_INFORMATIONAL, relayableTrailers } from "./answer.js";
-import { badGateway, cutResponse, portNotOpen, sendError, type AnyRequest, type AnyResponse, type ProxyError } from "./errors.js";
+import type { AnyRequest, AnyResponse } from "../server/request.js";
+import { badGateway, cutResponse, portNotOpen, sendError, type ProxyError } from "./errors.js";
 import { guarded, startAnswer } from "./relay.js";
 
 /** Where a request goes and what to send: the sandbox's address, and the headers already rewritten. */

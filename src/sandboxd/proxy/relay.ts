@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import { constants } from "node:http2";
 import { finalStatus, relayableHeaders } from "./answer.js";
-import type { AnyResponse } from "./errors.js";
+import type { AnyResponse } from "../server/request.js";
 
 /**
  * Wraps a handler of upstream events: whatever it throws (a value a writer refuses, a stream in a

@@ -1,6 +1,6 @@
 import { readFileSync, statfsSync } from "node:fs";
 import type { SandboxRow } from "../store/sandboxes.js";
-import { ApiError } from "./errors.js";
+import { Invalid, LimitExceeded } from "../errors.js";
 
 /** Memory and disk, MiB. */
 export interface Resources {
@@ -77,12 +77,12 @@ export function fits(used: Resources, need: Resources, limit: Partial<Resources>
 }
 
 /**
- * Refuses, with 400, a sandbox that could never be admitted: more memory than one sandbox may
+ * Refuses (Invalid) a sandbox that could never be admitted: more memory than one sandbox may
  * have, or more memory or disk than the whole host or team budget.
  */
 export function checkSize(b: Budget, templateID: string, need: Resources): void {
   if (need.memoryMB > b.maxSandboxMemoryMB) {
-    throw new ApiError(400, `Template '${templateID}' asks for ${need.memoryMB} MiB of memory; this server allows at most ${b.maxSandboxMemoryMB} MiB per sandbox (--max-sandbox-memory-mb): rebuild the template with less memory`);
+    throw new Invalid(`Template '${templateID}' asks for ${need.memoryMB} MiB of memory; this server allows at most ${b.maxSandboxMemoryMB} MiB per sandbox (--max-sandbox-memory-mb): rebuild the template with less memory`);
   }
   for (const [what, limit, scope] of [
     ["memory", b.host.memoryMB, "the host's sandbox memory budget"],
@@ -91,13 +91,13 @@ export function checkSize(b: Budget, templateID: string, need: Resources): void 
     ["disk", b.team.diskMB, "the team's disk quota"],
   ] as const) {
     const n = what === "memory" ? need.memoryMB : need.diskMB;
-    if (limit !== undefined && n > limit) throw new ApiError(400, `Template '${templateID}' asks for ${n} MiB of ${what}, more than ${scope} (${limit} MiB) allows any sandbox`);
+    if (limit !== undefined && n > limit) throw new Invalid(`Template '${templateID}' asks for ${n} MiB of ${what}, more than ${scope} (${limit} MiB) allows any sandbox`);
   }
 }
 
 /**
  * Admits one more sandbox of `need` beside what the team's sandboxes (`team`) and all of the
- * host's (`host`, the warm pool included) reserve; throws 429 (the SDK's RateLimitError) naming
+ * host's (`host`, the warm pool included) reserve; throws LimitExceeded (the SDK's RateLimitError) naming
  * the resource that ran out.
  */
 export function admit(b: Budget, host: Resources, team: Resources, need: Resources): void {
@@ -107,16 +107,16 @@ export function admit(b: Budget, host: Resources, team: Resources, need: Resourc
   };
   for (const what of ["memoryMB", "diskMB"] as const) {
     const t = b.team[what];
-    if (t !== undefined && team[what] + need[what] > t) throw new ApiError(429, message("the team's quota", what, team, t));
+    if (t !== undefined && team[what] + need[what] > t) throw new LimitExceeded(message("the team's quota", what, team, t));
     const h = b.host[what];
-    if (h !== undefined && host[what] + need[what] > h) throw new ApiError(429, message("this host's sandbox budget", what, host, h));
+    if (h !== undefined && host[what] + need[what] > h) throw new LimitExceeded(message("this host's sandbox budget", what, host, h));
   }
   const mem = b.host.memoryMB === undefined ? b.memoryFreeMB?.() : undefined;
   if (mem !== undefined && mem < FREE_MIN_MEMORY_MB) {
-    throw new ApiError(429, `you have reached the maximum memory for concurrent E2B sandboxes (this host has ${Math.max(0, mem)} MiB available above the floor kept for the host; a new sandbox needs ${FREE_MIN_MEMORY_MB} MiB). Kill or pause sandboxes to free memory`);
+    throw new LimitExceeded(`you have reached the maximum memory for concurrent E2B sandboxes (this host has ${Math.max(0, mem)} MiB available above the floor kept for the host; a new sandbox needs ${FREE_MIN_MEMORY_MB} MiB). Kill or pause sandboxes to free memory`);
   }
   const free = b.host.diskMB === undefined ? b.diskFreeMB?.() : undefined;
   if (free !== undefined && free < THIN_MIN_FREE_MB) {
-    throw new ApiError(429, `you have reached the maximum disk for concurrent E2B sandboxes (this host's disk has ${Math.max(0, free)} MiB free above the floor kept for the host; a new sandbox needs ${THIN_MIN_FREE_MB} MiB). Kill sandboxes or free disk`);
+    throw new LimitExceeded(`you have reached the maximum disk for concurrent E2B sandboxes (this host's disk has ${Math.max(0, free)} MiB free above the floor kept for the host; a new sandbox needs ${THIN_MIN_FREE_MB} MiB). Kill sandboxes or free disk`);
   }
 }

@@ -2,7 +2,7 @@
 import { newSandboxID } from "../pool/spec.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import { admit, checkSize, fits, reserved, type Resources } from "./budget.js";
-import { ApiError } from "./errors.js";
+import { Invalid, LimitExceeded, OperationFailed } from "../errors.js";
 import type { CreateInput } from "./inputs.js";
 import { launch } from "./launch.js";
 import type { Lifecycle } from "./lifecycle.js";
@@ -24,8 +24,8 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
   l.checkTimeout(teamID, timeout);
   const network = { ...(input.network ?? {}) };
   const publicTraffic = network.allowPublicTraffic !== false;
-  if (!publicTraffic && !input.secure) throw new ApiError(400, "You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.");
-  if (input.secure && !versionAtLeast(tpl.envdVersion, "0.2.0")) throw new ApiError(400, `Template '${input.templateID}' must be rebuilt for secure sandbox access (its envd is older than 0.2.0)`);
+  if (!publicTraffic && !input.secure) throw new Invalid("You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.");
+  if (input.secure && !versionAtLeast(tpl.envdVersion, "0.2.0")) throw new Invalid(`Template '${input.templateID}' must be rebuilt for secure sandbox access (its envd is older than 0.2.0)`);
   const max = store.teams.get(teamID)?.maxConcurrent ?? 100;
   const need: Resources = { memoryMB: tpl.memoryMB, diskMB: tpl.diskSizeMB };
   checkSize(l.budget, input.templateID, need);
@@ -49,7 +49,7 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
   try {
     store.transaction(() => {
       if (store.sandboxes.countLive(teamID) >= max) {
-        throw new ApiError(429, `you have reached the maximum number of concurrent E2B sandboxes (${max}). If you need more, please visit 'https://e2b.dev/docs/billing'`);
+        throw new LimitExceeded(`you have reached the maximum number of concurrent E2B sandboxes (${max}). If you need more, please visit 'https://e2b.dev/docs/billing'`);
       }
       admit(l.budget, hostUsed(), reserved(store.sandboxes.listByTeam(teamID)), need);
       l.record(row);
@@ -87,7 +87,7 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
       l.unroute(row);
       await runtime.remove(id).catch((e: Error) => log.error({ sandboxID: id, err: e.message }, "removing a failed sandbox failed"));
       l.forget(id);
-      throw new ApiError(500, `Failed to create sandbox: ${phase} failed: ${(err as Error).message}`, "sandbox_create_failed");
+      throw new OperationFailed(`Failed to create sandbox: ${phase} failed: ${(err as Error).message}`, "sandbox_create_failed");
     } finally {
       l.activity.creating--;
       l.activity.lastCreated = clock.now();

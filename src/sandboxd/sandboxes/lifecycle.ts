@@ -19,7 +19,7 @@ import { installSecret } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { fits, reserved, type Budget, type Resources } from "./budget.js";
-import { notFound } from "./errors.js";
+import { sandboxNotFound } from "../errors.js";
 import { createSandboxIndex } from "./index.js";
 import { checkTimeoutFor, keptAliveUntil } from "./row-updates.js";
 import { canMove, type SandboxState } from "./state.js";
@@ -127,7 +127,7 @@ export class Lifecycle {
   /** A team's sandbox in one of `states`; anything else is the API's not-found. */
   owned(teamID: string, id: string, states: SandboxState[] = ["running", "paused"]): SandboxRow {
     const row = this.store.sandboxes.get(id);
-    if (!row || row.teamID !== teamID || !states.includes(row.state)) throw notFound(id);
+    if (!row || row.teamID !== teamID || !states.includes(row.state)) throw sandboxNotFound(id);
     return row;
   }
 

@@ -1,5 +1,5 @@
 import type { SandboxRow } from "../store/sandboxes.js";
-import { ApiError } from "./errors.js";
+import { Invalid } from "../errors.js";
 
 /** Go's url.QueryUnescape: `+` is a space, `%XX` a byte; a bad escape is an error. */
 function queryUnescape(s: string): string {
@@ -16,15 +16,15 @@ export function parseMetadataFilter(raw: string | null): [string, string][] {
   try {
     whole = queryUnescape(raw);
   } catch {
-    throw new ApiError(400, "Error parsing metadata");
+    throw new Invalid("Error parsing metadata");
   }
   return whole.split("&").map((part) => {
     const kv = part.split("=");
-    if (kv.length !== 2) throw new ApiError(400, "invalid key value pair in query");
+    if (kv.length !== 2) throw new Invalid("invalid key value pair in query");
     try {
       return [queryUnescape(kv[0]), queryUnescape(kv[1])] as [string, string];
     } catch {
-      throw new ApiError(400, "Error parsing metadata");
+      throw new Invalid("Error parsing metadata");
     }
   });
 }
@@ -49,9 +49,9 @@ export function encodeCursor(row: SandboxRow, order: "asc" | "desc"): string {
   return b + "=".repeat((4 - (b.length % 4)) % 4);
 }
 
-/** Reads a cursor back; a malformed one, or one made for the other order, is a 400. */
+/** Reads a cursor back; a malformed one, or one made for the other order, is Invalid. */
 export function decodeCursor(token: string, order: "asc" | "desc"): { ts: number; id: string } {
-  const bad = new ApiError(400, "Invalid next token");
+  const bad = new Invalid("Invalid next token");
   if (!/^[A-Za-z0-9_-]+={0,2}$/.test(token)) throw bad;
   const parts = Buffer.from(token.replace(/=+$/, ""), "base64url").toString("utf8").split("__");
   const asc = parts.length === 3 && parts[2] === "asc";

@@ -1,5 +1,5 @@
 /** A sandbox's outbound rules after it started: replaced by the API, re-applied at start-up. */
-import { ApiError } from "./errors.js";
+import { Conflict, OperationFailed } from "../errors.js";
 import type { NetworkUpdate } from "./inputs.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { withNetworkUpdate } from "./row-updates.js";
@@ -8,13 +8,13 @@ import { withNetworkUpdate } from "./row-updates.js";
 export function updateNetwork(l: Lifecycle, teamID: string, id: string, update: NetworkUpdate): Promise<void> {
   return l.lane(id, async () => {
     const row = l.owned(teamID, id);
-    if (row.state !== "running") throw new ApiError(409, `Sandbox "${id}" is not running (it is ${row.state})`);
+    if (row.state !== "running") throw new Conflict(`Sandbox "${id}" is not running (it is ${row.state})`);
     const next = withNetworkUpdate(row, update);
     try {
       await l.runtime.setEgress(id, l.policyOf(next));
     } catch (err) {
       l.log.error({ sandboxID: id, err: (err as Error).message }, "updating a sandbox's network rules failed");
-      throw new ApiError(500, `Failed to update the sandbox's network rules: ${(err as Error).message}`);
+      throw new OperationFailed(`Failed to update the sandbox's network rules: ${(err as Error).message}`);
     }
     l.record(next);
     l.log.info({ sandboxID: id, allowOut: update.allowOut?.length ?? 0, denyOut: update.denyOut?.length ?? 0 }, "sandbox network rules replaced");

@@ -1,6 +1,6 @@
 /** Bringing a paused sandbox back: resume, connect (which resumes a paused one) and resume on traffic. */
 import type { SandboxRow } from "../store/sandboxes.js";
-import { ApiError } from "./errors.js";
+import { Conflict, Invalid } from "../errors.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { sandboxBody } from "./views.js";
 
@@ -26,7 +26,7 @@ export async function resumePaused(l: Lifecycle, row: SandboxRow, timeout: numbe
 export function connectSandbox(l: Lifecycle, teamID: string, id: string, timeout: number): Promise<{ status: 200 | 201; body: Body }> {
   return l.lane(id, async () => {
     const row = l.owned(teamID, id);
-    if (timeout * 1000 > l.maxLengthMs(teamID)) throw new ApiError(400, `Timeout cannot be greater than ${l.maxLengthMs(teamID) / 3600_000} hours`);
+    if (timeout * 1000 > l.maxLengthMs(teamID)) throw new Invalid(`Timeout cannot be greater than ${l.maxLengthMs(teamID) / 3600_000} hours`);
     if (row.state === "paused") return { status: 201 as const, body: await resumePaused(l, row, Math.max(timeout, 1)) };
     l.keepAlive(row, timeout, false);
     const cur = l.store.sandboxes.get(id)!;
@@ -39,7 +39,7 @@ export function resumeSandbox(l: Lifecycle, teamID: string, id: string, timeout:
   return l.lane(id, async () => {
     const row = l.owned(teamID, id);
     l.checkTimeout(teamID, timeout);
-    if (row.state === "running") throw new ApiError(409, `Sandbox ${id} is already running`);
+    if (row.state === "running") throw new Conflict(`Sandbox ${id} is already running`);
     return resumePaused(l, row, timeout, autoPause);
   });
 }

@@ -1,12 +1,12 @@
 /** How the control API's updates change a sandbox row: timeouts (E2B's rules) and network rules. */
-import { ApiError } from "./errors.js";
+import { Invalid } from "../errors.js";
 import type { SandboxRow } from "../store/sandboxes.js";
 import type { NetworkUpdate } from "./inputs.js";
 
 /** Refuses a timeout that is not positive or longer than the team's maximum sandbox length. */
 export function checkTimeoutFor(maxLengthMs: number, timeout: number): void {
-  if (timeout <= 0) throw new ApiError(400, "Timeout must be greater than 0");
-  if (timeout * 1000 > maxLengthMs) throw new ApiError(400, `Timeout cannot be greater than ${maxLengthMs / 3600_000} hours`);
+  if (timeout <= 0) throw new Invalid("Timeout must be greater than 0");
+  if (timeout * 1000 > maxLengthMs) throw new Invalid(`Timeout cannot be greater than ${maxLengthMs / 3600_000} hours`);
 }
 
 /**
@@ -15,7 +15,7 @@ export function checkTimeoutFor(maxLengthMs: number, timeout: number): void {
  */
 export function keptAliveUntil(row: SandboxRow, maxLengthMs: number, timeoutS: number, allowShorter: boolean, now: number): string {
   const maxEnd = Date.parse(row.startedAt) + maxLengthMs;
-  if (now >= maxEnd) throw new ApiError(400, "Max instance length exceeded");
+  if (now >= maxEnd) throw new Invalid("Max instance length exceeded");
   const wanted = Math.min(now + timeoutS * 1000, maxEnd);
   const end = allowShorter ? wanted : Math.max(Date.parse(row.endAt), wanted);
   return new Date(end).toISOString();

@@ -1,6 +1,6 @@
 /** Pausing and killing a sandbox, by the API or by the evictor. */
 import type { SandboxRow } from "../store/sandboxes.js";
-import { ApiError } from "./errors.js";
+import { Conflict } from "../errors.js";
 import type { Lifecycle } from "./lifecycle.js";
 
 /** Freezes a sandbox and records it paused. */
@@ -20,7 +20,7 @@ export async function killRow(l: Lifecycle, row: SandboxRow): Promise<void> {
 export function pauseSandbox(l: Lifecycle, teamID: string, id: string): Promise<void> {
   return l.lane(id, async () => {
     const row = l.owned(teamID, id);
-    if (row.state === "paused") throw new ApiError(409, `Error pausing sandbox - sandbox '${id}' is already paused`);
+    if (row.state === "paused") throw new Conflict(`Error pausing sandbox - sandbox '${id}' is already paused`);
     await pauseRow(l, row);
   });
 }

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../log.js";
-import type { AnyRequest, AnyResponse } from "../proxy/errors.js";
+import type { AnyRequest, AnyResponse } from "./request.js";
 import { cutResponse, sendText } from "../proxy/errors.js";
 import type { Proxy } from "../proxy/proxy.js";
 import { writeRaw } from "../proxy/upgrade.js";

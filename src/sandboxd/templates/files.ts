@@ -1,9 +1,9 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { createWriteStream, existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
 import { join } from "node:path";
+import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { AnyRequest } from "../proxy/errors.js";
-import { ApiError } from "../sandboxes/errors.js";
+import { DomainError, Forbidden, Invalid, LengthRequired, PayloadTooLarge } from "../errors.js";
 import { MAPPED_ROOT } from "../host/idmap.js";
 import { shiftOwnership } from "../images/shift.js";
 import { ExtractError, removeExtracted, safeExtract } from "./extract.js";
@@ -66,7 +66,7 @@ export class TemplateFiles {
   }
 
   private teamDir(teamID: string): string {
-    if (!/^[A-Za-z0-9_-]{1,128}$/.test(teamID)) throw new ApiError(400, "invalid team");
+    if (!/^[A-Za-z0-9_-]{1,128}$/.test(teamID)) throw new Invalid("invalid team");
     return join(this.dir, teamID);
   }
 
@@ -111,19 +111,19 @@ export class TemplateFiles {
 
   /**
    * Evicts the team's least recently used uploads no build holds until `bytes` more and one
-   * more upload fit; 400 naming the limit when they cannot.
+   * more upload fit; Invalid naming the limit when they cannot.
    */
   private makeRoom(teamID: string, bytes: number): void {
     const { teamMaxUploads, teamMaxBytes } = this.limits;
-    if (bytes > teamMaxBytes) throw new ApiError(400, `the upload (${bytes} bytes) is larger than the team's storage for template files (${teamMaxBytes} bytes)`);
+    if (bytes > teamMaxBytes) throw new Invalid(`the upload (${bytes} bytes) is larger than the team's storage for template files (${teamMaxBytes} bytes)`);
     for (const s of this.stored(teamID)) {
       const u = this.usage(teamID);
       if (u.count + 1 <= teamMaxUploads && u.bytes + bytes <= teamMaxBytes) return;
       if (!this.isHeld(s)) this.drop(s);
     }
     const u = this.usage(teamID);
-    if (u.count + 1 > teamMaxUploads) throw new ApiError(400, `the team keeps ${u.count} uploads of template files, the most it may (${teamMaxUploads}), and builds in progress hold them; retry when they finish`);
-    if (u.bytes + bytes > teamMaxBytes) throw new ApiError(400, `the team's template files take ${u.bytes} bytes; ${bytes} more would pass its quota of ${teamMaxBytes} bytes while builds in progress hold them; retry when they finish`);
+    if (u.count + 1 > teamMaxUploads) throw new Invalid(`the team keeps ${u.count} uploads of template files, the most it may (${teamMaxUploads}), and builds in progress hold them; retry when they finish`);
+    if (u.bytes + bytes > teamMaxBytes) throw new Invalid(`the team's template files take ${u.bytes} bytes; ${bytes} more would pass its quota of ${teamMaxBytes} bytes while builds in progress hold them; retry when they finish`);
   }
 
   /** Whether the team has files stored under `hash`. */
@@ -131,7 +131,7 @@ export class TemplateFiles {
     return this.find(teamID, hash) !== undefined;
   }
 
-  /** Checks an upload link can be used: room for one more upload (evicting unused ones); 400 otherwise. */
+  /** Checks an upload link can be used: room for one more upload (evicting unused ones); Invalid otherwise. */
   checkRoom(teamID: string): void {
     this.makeRoom(teamID, 0);
   }
@@ -146,28 +146,27 @@ export class TemplateFiles {
     return `${teamID}.${exp}.${this.sign(`${teamID}.${hash}.${exp}`)}`;
   }
 
-  /** The team a valid, unexpired upload token for `hash` is for; 403 otherwise. */
+  /** The team a valid, unexpired upload token for `hash` is for; Forbidden otherwise. */
   checkToken(token: string, hash: string): string {
     const [teamID, exp, sig] = token.split(".");
     const want = teamID && exp ? Buffer.from(this.sign(`${teamID}.${hash}.${exp}`)) : Buffer.alloc(0);
     const got = Buffer.from(sig ?? "");
-    if (want.length === 0 || got.length !== want.length || !timingSafeEqual(got, want)) throw new ApiError(403, "invalid upload token");
-    if (Number(exp) < Date.now()) throw new ApiError(403, "the upload URL has expired; ask for a new one");
+    if (want.length === 0 || got.length !== want.length || !timingSafeEqual(got, want)) throw new Forbidden("invalid upload token");
+    if (Number(exp) < Date.now()) throw new Forbidden("the upload URL has expired; ask for a new one");
     return teamID;
   }
 
   /**
-   * Receives one upload (Content-Length required, at most `maxUploadBytes`, within the team's
+   * Receives one upload body (its declared Content-Length required, at most `maxUploadBytes`, within the team's
    * quota); a short or long body keeps nothing. A new upload under a hash replaces the old one
    * (unless a build holds it: then both stay until the next eviction).
    */
-  async receive(req: AnyRequest, teamID: string, hash: string): Promise<void> {
-    const declared = req.headers["content-length"];
-    if (declared === undefined) throw new ApiError(411, "an upload needs a Content-Length");
+  async receive(body: Readable, declared: string | undefined, teamID: string, hash: string): Promise<void> {
+    if (declared === undefined) throw new LengthRequired("an upload needs a Content-Length");
     const size = Number(declared);
-    if (!Number.isSafeInteger(size) || size < 0) throw new ApiError(400, "invalid Content-Length");
+    if (!Number.isSafeInteger(size) || size < 0) throw new Invalid("invalid Content-Length");
     const max = this.limits.maxUploadBytes;
-    if (size > max) throw new ApiError(413, `the upload is larger than ${max} bytes`);
+    if (size > max) throw new PayloadTooLarge(`the upload is larger than ${max} bytes`);
     const d = this.teamDir(teamID);
     mkdirSync(d, { recursive: true, mode: 0o711 });
     this.makeRoom(teamID, size);
@@ -178,23 +177,23 @@ export class TemplateFiles {
     const tmp = join(d, `${hash}.tmp-${randomBytes(4).toString("hex")}`);
     const sha = createHash("sha256");
     let got = 0;
-    req.on("data", (c: Buffer) => {
+    body.on("data", (c: Buffer) => {
       got += c.length;
       sha.update(c);
       // more than declared: stop storing at once (the body is not what the length promised)
-      if (got > size) req.destroy(new Error(`the body is longer than its Content-Length (${size})`));
+      if (got > size) body.destroy(new Error(`the body is longer than its Content-Length (${size})`));
     });
     try {
-      await pipeline(req, createWriteStream(tmp, { mode: 0o600 }));
-      if (got !== size) throw new ApiError(400, `the upload was cut short: ${got} of ${size} bytes`);
+      await pipeline(body, createWriteStream(tmp, { mode: 0o600 }));
+      if (got !== size) throw new Invalid(`the upload was cut short: ${got} of ${size} bytes`);
       const digest = sha.digest("hex");
       const old = this.stored(teamID).filter((s) => s.hash === hash && s.digest !== digest && !this.isHeld(s));
       renameSync(tmp, join(d, `${hash}.${digest}.tar`));
       for (const s of old) this.drop(s);
     } catch (err) {
       rmSync(tmp, { force: true });
-      if (err instanceof ApiError) throw err;
-      throw new ApiError(400, `the upload failed: ${(err as Error).message}`);
+      if (err instanceof DomainError) throw err;
+      throw new Invalid(`the upload failed: ${(err as Error).message}`);
     } finally {
       p.bytes -= size;
       p.count--;

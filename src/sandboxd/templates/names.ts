@@ -1,4 +1,4 @@
-import { invalid } from "../api/validate.js";
+import { invalid } from "../errors.js";
 
 /** The longest template name (E2B's limit). */
 export const MAX_NAME = 128;
@@ -24,7 +24,7 @@ export function checkTags(raw: string[]): string[] {
 
 /**
  * A template name as "alias" or "alias:tag" (an optional "namespace/" before is dropped: names
- * here are per machine), lower-cased; throws a 400 naming what is wrong.
+ * here are per machine), lower-cased; throws an Invalid naming what is wrong.
  */
 export function parseName(raw: string): { name: string; tag?: string } {
   if (raw.trim() === "") throw invalid("Name is required");

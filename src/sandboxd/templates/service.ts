@@ -1,21 +1,19 @@
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
+import type { Readable } from "node:stream";
 import type { Logger } from "../log.js";
-import { invalid, objectBody, optString, optStringList } from "../api/validate.js";
-import type { AnyRequest } from "../proxy/errors.js";
-import { ApiError } from "../sandboxes/errors.js";
+import { Conflict, Forbidden, invalid, Invalid, LimitExceeded, NotFound } from "../errors.js";
 import type { Build } from "../store/builds.js";
 import { installSecret, randomId } from "../store/seed.js";
 import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { BuildRunner, type StoredSpec } from "./build-run.js";
-import { DockerfileError, parseDockerfile } from "./dockerfile.js";
 import { TemplateFiles } from "./files.js";
 import { LayerCache, removeTree } from "./layers.js";
-import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
-import { parseBuildStart, type BuildSpec } from "./steps.js";
-import { resources, type TemplateResources } from "./resources.js";
+import type { DockerfileTemplate, NamedTemplate, TagChange, TemplateUpdate } from "./inputs.js";
+import type { BuildSpec } from "./steps.js";
+import type { TemplateResources } from "./resources.js";
 import { uploadLimits, type UploadLimits } from "./limits.js";
 import { legacyView, logLine, logView, namesOf, templateView, templateWithBuildsView } from "./views.js";
 
@@ -67,16 +65,16 @@ export function createTemplateService(o: TemplateServiceOptions) {
     baseOf: (teamID, spec) => resolveBase(store, teamID, spec, o.baseRootfs),
   });
 
-  /** The team's template by ID or alias; 404 unknown, 403 another team's. */
+  /** The team's template by ID or alias; NotFound unknown, Forbidden another team's. */
   const owned = (teamID: string, ref: string): Template => {
     const t = store.templates.get(ref) ?? store.templates.byAlias(ref.toLowerCase());
-    if (!t) throw new ApiError(404, `Template '${ref}' not found`);
-    if (t.teamID !== teamID) throw new ApiError(403, `You don't have access to template '${ref}'`);
+    if (!t) throw new NotFound(`Template '${ref}' not found`);
+    if (t.teamID !== teamID) throw new Forbidden(`You don't have access to template '${ref}'`);
     return t;
   };
   const buildOf = (t: Template, buildID: string): Build => {
     const b = store.builds.get(buildID);
-    if (!b || b.templateID !== t.id) throw new ApiError(400, `Build '${buildID}' not found`);
+    if (!b || b.templateID !== t.id) throw new Invalid(`Build '${buildID}' not found`);
     return b;
   };
 
@@ -85,8 +83,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
     store.transaction(() => {
       const now = new Date().toISOString();
       let t = alias ? store.templates.byAlias(alias) : undefined;
-      if (t && t.teamID !== teamID) throw new ApiError(409, `the name '${alias}' is taken by another team's template`);
-      if (t && store.builds.count(t.id) === 0 && t.rootfs) throw new ApiError(409, `template '${alias}' is built in and cannot be rebuilt`);
+      if (t && t.teamID !== teamID) throw new Conflict(`the name '${alias}' is taken by another team's template`);
+      if (t && store.builds.count(t.id) === 0 && t.rootfs) throw new Conflict(`template '${alias}' is built in and cannot be rebuilt`);
       if (!t) {
         t = {
           id: randomId(20), alias: alias ?? null, teamID, cpuCount: res.cpuCount, memoryMB: res.memoryMB, diskSizeMB: res.diskSizeMB, envdVersion: o.envdVersion,
@@ -105,10 +103,10 @@ export function createTemplateService(o: TemplateServiceOptions) {
       return { t, b };
     });
 
-  /** 429 when the team already builds as many templates as it may. */
+  /** LimitExceeded when the team already builds as many templates as it may. */
   const capacity = (teamID: string) => {
     if (runner.active(teamID) >= MAX_CONCURRENT_BUILDS) {
-      throw new ApiError(429, `you have reached the maximum number of concurrent template builds (${MAX_CONCURRENT_BUILDS}); wait for one to finish`);
+      throw new LimitExceeded(`you have reached the maximum number of concurrent template builds (${MAX_CONCURRENT_BUILDS}); wait for one to finish`);
     }
   };
 
@@ -120,49 +118,29 @@ export function createTemplateService(o: TemplateServiceOptions) {
   return {
     list: (teamID: string): Body[] => store.templates.listByTeam(teamID).map((t) => templateView(store, t)),
 
-    /** GET /templates/{id}: the template with its builds (404 unknown, 403 another team's). */
+    /** GET /templates/{id}: the template with its builds (NotFound unknown, Forbidden another team's). */
     get: (teamID: string, ref: string): Body => templateWithBuildsView(store, owned(teamID, ref)),
 
     /** v1 POST /templates: a Dockerfile, built here at once (there is no image to push). */
-    createV1(teamID: string, body: unknown): Body {
-      const b = objectBody(body, false);
-      const dockerfile = optString(b, "dockerfile");
-      if (!dockerfile) throw invalid(`field "dockerfile" is required`);
-      const bodyTeam = optString(b, "teamID");
-      if (bodyTeam && bodyTeam !== teamID) throw new ApiError(403, `You don't have access to team '${bodyTeam}'`);
-      const alias = optString(b, "alias") ? parseName(optString(b, "alias")!).name : undefined;
-      const res = resources(b);
-      let parsed: ReturnType<typeof parseDockerfile>;
-      try {
-        parsed = parseDockerfile(dockerfile);
-      } catch (err) {
-        if (err instanceof DockerfileError) throw invalid(`invalid Dockerfile: ${err.message}`);
-        throw err;
-      }
-      const spec: BuildSpec = { ...parsed, startCmd: optString(b, "startCmd") || parsed.startCmd, readyCmd: optString(b, "readyCmd") || parsed.readyCmd, force: false };
+    createV1(teamID: string, input: DockerfileTemplate): Body {
       capacity(teamID);
-      const { t, b: build } = request(teamID, alias, res, {});
-      start(teamID, build, spec, []);
+      const { t, b: build } = request(teamID, input.alias, input.resources, {});
+      start(teamID, build, input.spec, []);
       return legacyView(store, store.templates.get(t.id)!, build);
     },
 
     /** POST /v3/templates: a name (and tags) for a build whose steps come next. */
-    createV3(teamID: string, body: unknown): Body {
-      const b = objectBody(body, false);
-      const raw = optString(b, "name") ?? optString(b, "alias");
-      if (!raw) throw invalid("Name is required");
-      const { name, tag } = parseName(raw);
-      const tags = checkTags([...(tag ? [tag] : []), ...(optStringList(b, "tags", "tags") ?? [])]);
-      const { t, b: build } = request(teamID, name, resources(b), { tags });
+    createV3(teamID: string, input: NamedTemplate): Body {
+      const { name, tags } = input;
+      const { t, b: build } = request(teamID, name, input.resources, { tags });
       return { templateID: t.id, buildID: build.id, public: t.public === true, names: [name], tags, aliases: [name] };
     },
 
     /** POST /v2/templates/{id}/builds/{buildID}: the steps; the build runs in the background. */
-    startBuild(teamID: string, templateID: string, buildID: string, body: unknown): void {
+    startBuild(teamID: string, templateID: string, buildID: string, spec: BuildSpec): void {
       const t = owned(teamID, templateID);
       const b = buildOf(t, buildID);
       if (b.status !== "waiting" || (b.spec as StoredSpec | null)?.steps) throw invalid("build is not in waiting state");
-      const spec = parseBuildStart(body);
       capacity(teamID);
       start(teamID, b, spec, (b.spec as StoredSpec | null)?.tags ?? []);
     },
@@ -207,17 +185,17 @@ export function createTemplateService(o: TemplateServiceOptions) {
     },
 
     /** PUT on an upload URL (authenticated by its token, not by an API key). */
-    async upload(req: AnyRequest, hash: string, token: string): Promise<void> {
+    async upload(body: Readable, contentLength: string | undefined, hash: string, token: string): Promise<void> {
       if (!/^[A-Za-z0-9_-]{1,128}$/.test(hash)) throw invalid("the files hash must be 1-128 of [A-Za-z0-9_-]");
-      await files.receive(req, files.checkToken(token, hash), hash);
+      await files.receive(body, contentLength, files.checkToken(token, hash), hash);
     },
 
     /** DELETE /templates/{id}: refused for the built-in base and while sandboxes run from it. */
     async remove(teamID: string, templateID: string): Promise<void> {
       const t = owned(teamID, templateID);
-      if (store.builds.count(t.id) === 0 && t.rootfs) throw new ApiError(400, `template '${t.alias ?? t.id}' is built in and cannot be deleted`);
+      if (store.builds.count(t.id) === 0 && t.rootfs) throw new Invalid(`template '${t.alias ?? t.id}' is built in and cannot be deleted`);
       const live = o.liveSandboxes(t.id);
-      if (live > 0) throw new ApiError(409, `template '${t.alias ?? t.id}' has ${live} running sandbox(es); kill them first`);
+      if (live > 0) throw new Conflict(`template '${t.alias ?? t.id}' has ${live} running sandbox(es); kill them first`);
       await runner.cancel(t.id, "the template was deleted");
       const builds = store.builds.listByTemplate(t.id);
       store.transaction(() => {
@@ -230,18 +208,14 @@ export function createTemplateService(o: TemplateServiceOptions) {
     /**
      * PATCH /v2/templates/{id} (`TemplateUpdateRequest`): publishes or unpublishes the team's
      * template (a public one serves every team's creates and builds). Another team's template is
-     * 404, as an unknown one: the update must not tell a template exists.
+     * NotFound, as an unknown one: the update must not tell a template exists.
      */
-    update(teamID: string, ref: string, body: unknown): Body {
-      const b = objectBody(body, true);
-      const unknown = Object.keys(b).filter((k) => k !== "public");
-      if (unknown.length > 0) throw invalid(`unsupported field(s) ${unknown.map((k) => JSON.stringify(k)).join(", ")}: only "public" can be updated`);
-      if (b.public !== undefined && typeof b.public !== "boolean") throw invalid(`field "public" must be a boolean, got ${JSON.stringify(b.public)?.slice(0, 40) ?? typeof b.public}`);
+    update(teamID: string, ref: string, change: TemplateUpdate): Body {
       const t = store.templates.get(ref) ?? store.templates.byAlias(ref.toLowerCase());
-      if (!t || t.teamID !== teamID) throw new ApiError(404, `Template '${ref}' not found`);
-      if (typeof b.public === "boolean" && b.public !== (t.public === true)) {
+      if (!t || t.teamID !== teamID) throw new NotFound(`Template '${ref}' not found`);
+      if (change.public !== undefined && change.public !== (t.public === true)) {
         if (store.builds.count(t.id) === 0 && t.rootfs) throw invalid(`template '${t.alias ?? t.id}' is built in; its visibility cannot change`);
-        store.templates.setPublic(t.id, b.public);
+        store.templates.setPublic(t.id, change.public);
       }
       return { names: namesOf(store, t) };
     },
@@ -253,25 +227,18 @@ export function createTemplateService(o: TemplateServiceOptions) {
     },
 
     /** POST /templates/tags: points tags at the build `target` ("name:tag") names. */
-    assignTags(teamID: string, body: unknown): Body {
-      const b = objectBody(body, false);
-      const { name, tag } = parseName(optString(b, "target") ?? "");
-      const tags = checkTags(optStringList(b, "tags", "tags") ?? []);
-      if (tags.length === 0) throw invalid("at least one tag is required");
+    assignTags(teamID: string, { name, tag, tags }: TagChange): Body {
       const t = owned(teamID, name);
       const target = store.builds.tags(t.id).find((x) => x.tag === (tag ?? "default"));
-      if (!target) throw new ApiError(404, `tag '${tag ?? "default"}' does not exist for template '${name}'`);
+      if (!target) throw new NotFound(`tag '${tag ?? "default"}' does not exist for template '${name}'`);
       for (const x of tags) store.builds.setTag(t.id, x, target.buildID);
       return { buildID: target.buildID, tags };
     },
 
     /** DELETE /templates/tags. */
-    removeTags(teamID: string, body: unknown): void {
-      const b = objectBody(body, false);
-      const { name } = parseName(optString(b, "name") ?? "");
-      const tags = checkTags(optStringList(b, "tags", "tags") ?? []);
+    removeTags(teamID: string, { name, tags }: TagChange): void {
       const t = owned(teamID, name);
-      for (const x of tags) if (!store.builds.deleteTag(t.id, x)) throw new ApiError(404, `tag '${x}' does not exist for template '${name}'`);
+      for (const x of tags) if (!store.builds.deleteTag(t.id, x)) throw new NotFound(`tag '${x}' does not exist for template '${name}'`);
     },
 
     recover: () =>
