@@ -28,7 +28,6 @@ export abstract class DomainError extends Error {
     readonly errorCode?: string,
   ) {
     super(message);
-    this.name = new.target.name;
   }
 }
 

@@ -19,7 +19,7 @@ test("each domain error is answered with its HTTP status and E2B's {code, messag
     [new Unavailable("off"), 503],
   ];
   for (const [err, status] of cases) {
-    assert.deepEqual(errorAnswer(err), { status, body: { code: status, message: err.message } }, err.name);
+    assert.deepEqual(errorAnswer(err), { status, body: { code: status, message: err.message } }, err.constructor.name);
     assert.equal(statusOf(err), status);
   }
   // one case per kind: the table has no kind without a class
