@@ -12,7 +12,7 @@ import { ROOT } from "./helpers/daemon.js";
 import { clients, sdkSandbox } from "./helpers/clients.js";
 import {
   ARTIFACT_NAME, Machine, VERSION, buildArtifact, freePort, hostHasSysResource, run, unpackArtifact, waitHealthy, which,
-} from "./image-machine.js";
+} from "./helpers/image-machine.js";
 
 const IN_CI = process.env.CI === "true" || process.env.ENVD_IMAGE_TEST === "1";
 

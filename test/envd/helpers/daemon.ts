@@ -5,7 +5,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** Repository root (build/test/envd/helpers → ../../../..). */
-export const ROOT = resolve(fileURLToPath(new URL("../../../../", import.meta.url)));
+export const ROOT = resolve(fileURLToPath(new URL("../../../..", import.meta.url)));
 /** The daemon under test: dist/envd, which ./build.sh makes (a link to envd.cjs, which loads envd-rest.cjs beside it). */
 export const ENVD_BIN = join(ROOT, "dist", "envd");
 /** The entry bundle: it runs anywhere as `node <file>` with envd-rest.cjs beside it (addons are looked up). */

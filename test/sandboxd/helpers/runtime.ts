@@ -15,7 +15,7 @@ import { createSlotNetwork } from "../../../src/sandboxd/network/slot-network.js
 import { createRuncRuntime, type RuncOptions } from "../../../src/sandboxd/runtime/runc.js";
 import type { Runtime, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
 import { assertTestRange } from "./net-range.js";
-import { ARTIFACT_NAME, which } from "../../envd/image-machine.js";
+import { ARTIFACT_NAME, which } from "../../envd/helpers/image-machine.js";
 import { ROOT } from "../../envd/helpers/daemon.js";
 
 /** Why the runtime tests cannot run here, or undefined when they can. */
