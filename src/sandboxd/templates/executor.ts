@@ -7,6 +7,7 @@ import { statInRootFollowing } from "../runtime/in-root.js";
 import { chainKey, flatten, type LayerCache } from "./layers.js";
 import { lookupUser, runInBuild } from "./runner.js";
 import type { BuildSpec, Step } from "./steps.js";
+import type { BaseImage } from "./base-images.js";
 
 /** A build that failed in a step, with the message the API's `reason` shows. */
 export class BuildFailure extends Error {
@@ -31,8 +32,8 @@ export interface ExecutorContext {
   filesDigest(filesHash: string): string | undefined;
   /** The unpacked files of that upload, held until released (undefined when gone). */
   holdFiles(filesHash: string, digest: string): Promise<HeldFiles | undefined>;
-  /** The rootfs a fromImage or fromTemplate names (throws a BuildFailure when none). */
-  baseOf(spec: BuildSpec): string;
+  /** The rootfs a fromImage or fromTemplate names, pulled if need be (throws a BuildFailure when none). */
+  baseOf(spec: BuildSpec, signal: AbortSignal): Promise<BaseImage>;
   log(e: Omit<BuildLogEntry, "timestamp">): void;
   stepTimeoutMs: number;
 }
@@ -47,6 +48,20 @@ export interface BuildOutcome {
 
 /** Where a COPY's unpacked files are mounted (read-only) in its build sandbox. */
 const COPY_MOUNT = "/.sandboxd-copy";
+
+/** Adds user `user` as E2B's builder does (useradd, else busybox adduser, else by hand), with sudo rights when sudo is there. */
+const PREPARE_SCRIPT = [
+  "set -e",
+  "if ! grep -q '^user:' /etc/passwd 2>/dev/null; then",
+  "  sh=/bin/sh; [ -x /bin/bash ] && sh=/bin/bash",
+  "  if command -v useradd >/dev/null 2>&1; then useradd -m -s \"$sh\" user",
+  "  elif command -v adduser >/dev/null 2>&1; then adduser -D -s \"$sh\" user",
+  "  else uid=1000; while grep -q \"^[^:]*:[^:]*:$uid:\" /etc/passwd; do uid=$((uid+1)); done",
+  "    echo \"user:x:$uid:$uid::/home/user:$sh\" >> /etc/passwd; echo \"user:x:$uid:\" >> /etc/group",
+  "    mkdir -p /home/user; chown \"$uid:$uid\" /home/user; fi",
+  "fi",
+  "if [ -x /usr/bin/sudo ] || [ -x /bin/sudo ]; then mkdir -p /etc/sudoers.d; echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/user; chmod 440 /etc/sudoers.d/user; fi",
+].join("\n");
 
 const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -84,12 +99,23 @@ function userInStack(stack: string[], user: string): boolean {
  * failure names the step.
  */
 export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: BuildSpec, memoryMB: number, signal: AbortSignal): Promise<BuildOutcome> {
-  const base = ctx.baseOf(spec);
+  const base = await ctx.baseOf(spec, signal);
+  try {
+    return await executeOn(ctx, base, buildID, spec, memoryMB, signal);
+  } finally {
+    base.image?.release();
+  }
+}
+
+/** executeBuild over a resolved base: a pulled image's config is where the steps start. */
+async function executeOn(ctx: ExecutorContext, baseImage: BaseImage, buildID: string, spec: BuildSpec, memoryMB: number, signal: AbortSignal): Promise<BuildOutcome> {
+  const base = baseImage.rootfs;
   const stack = [base];
   let key = chainKey("base", { scope: ctx.scope, base });
-  let user = spec.initialUser;
-  let workdir = spec.initialWorkdir;
-  const envs: Record<string, string> = {};
+  const image = baseImage.image?.config;
+  let user = image?.user ?? spec.initialUser;
+  let workdir = image?.workdir ?? spec.initialWorkdir;
+  const envs: Record<string, string> = { ...image?.env };
   let forced = spec.force;
   const n = spec.steps.length;
   const bundles = join(ctx.buildsDir, buildID, "bundles");
@@ -115,6 +141,13 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
     if (code !== 0) throw new BuildFailure(`step ${step} failed: the command exited with ${code === null ? "a signal" : `code ${code}`}`, step);
   };
 
+  if (baseImage.image) {
+    // E2B's user phase: user `user` (with passwordless sudo where the image has sudo), once per image
+    key = chainKey(key, { prepare: PREPARE_SCRIPT });
+    const cached = forced ? undefined : ctx.cache.get(key);
+    ctx.log({ level: "info", message: `${cached ? "CACHED " : ""}adding user 'user' to the image where it lacks one`, step: "base" });
+    stack.push(cached ?? (await ctx.cache.make(key, stack, (mnt) => run("base", mnt, ["/bin/sh", "-c", PREPARE_SCRIPT], "0"))));
+  }
   for (let i = 0; i < n; i++) {
     signal.throwIfAborted();
     const s: Step = spec.steps[i];

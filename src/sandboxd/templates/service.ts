@@ -14,6 +14,9 @@ import { TemplateFiles } from "./files.js";
 import { LayerCache, removeTree } from "./layers.js";
 import { checkTags, parseName } from "./names.js";
 import { resolveBase } from "./base-images.js";
+import { parseRegistryCredentials, type RegistryCredentials } from "./oci/credentials.js";
+import { imageSource } from "./oci/images.js";
+import type { RegistrySettings } from "./oci/settings.js";
 import { parseBuildStart, type BuildSpec } from "./steps.js";
 import { resources, type TemplateResources } from "./resources.js";
 import { uploadLimits, type UploadLimits } from "./limits.js";
@@ -35,6 +38,8 @@ export interface TemplateServiceOptions {
   stepTimeoutMs?: number;
   /** Bounds of COPY uploads and their unpacking (default: from the environment, see limits.ts). */
   uploadLimits?: UploadLimits;
+  /** How base images are pulled; undefined: builds use only the base rootfs and templates. */
+  registry?: RegistrySettings;
 }
 
 /** Template operations of the control API, for a team. */
@@ -56,6 +61,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
   const { store, log } = o;
   const dir = join(o.dataDir, "templates");
   const cache = new LayerCache(dir);
+  const images = o.registry ? imageSource(join(dir, "images"), o.registry, o.dataDir, log) : undefined;
   const files = new TemplateFiles(join(dir, "files"), () => installSecret(store), o.uploadLimits ?? uploadLimits(process.env));
   const runner = new BuildRunner({
     store, log, envdVersion: o.envdVersion,
@@ -64,7 +70,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
       cgroupParent: buildCgroupParent(o.dataDir), stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
     },
     files,
-    baseOf: (teamID, spec) => resolveBase(store, teamID, spec, o.baseRootfs),
+    baseOf: (teamID, spec, credentials, signal, say) => resolveBase({ store, teamID, baseRootfs: o.baseRootfs, images, credentials, signal, say }, spec),
+    afterBuild: () => void images?.sweep(),
   });
 
   /** The team's template by ID or alias; 404 unknown, 403 another team's. */
@@ -112,9 +119,9 @@ export function createTemplateService(o: TemplateServiceOptions) {
     }
   };
 
-  const start = (teamID: string, b: Build, spec: BuildSpec, tags: string[]) => {
+  const start = (teamID: string, b: Build, spec: BuildSpec, tags: string[], credentials?: RegistryCredentials) => {
     store.builds.update({ ...b, spec: { ...spec, tags }, updatedAt: new Date().toISOString() });
-    runner.start(teamID, store.builds.get(b.id)!, spec);
+    runner.start(teamID, store.builds.get(b.id)!, spec, credentials);
   };
 
   return {
@@ -163,8 +170,9 @@ export function createTemplateService(o: TemplateServiceOptions) {
       const b = buildOf(t, buildID);
       if (b.status !== "waiting" || (b.spec as StoredSpec | null)?.steps) throw invalid("build is not in waiting state");
       const spec = parseBuildStart(body);
+      const credentials = parseRegistryCredentials(body);
       capacity(teamID);
-      start(teamID, b, spec, (b.spec as StoredSpec | null)?.tags ?? []);
+      start(teamID, b, spec, (b.spec as StoredSpec | null)?.tags ?? [], credentials);
     },
 
     /** GET /templates/{id}/builds/{buildID}/status. */
@@ -278,6 +286,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
       runner.recover(dir, async () => {
         await cache.sweep();
         files.sweep();
+        await images?.sweep();
       }),
     close: () => runner.close(),
   };
