@@ -1,6 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cachedBaseRootfs } from "../../src/sandboxd/images/base.js";
@@ -8,6 +8,8 @@ import { fixtureLayout } from "./helpers/oci-fixtures.js";
 import { push, registrySkipReason, startRegistry, type Registry } from "./helpers/registry.js";
 import { teamKey } from "./helpers/hostile-tar.js";
 import { runSdk as runSdkIn } from "./helpers/sdk-run.js";
+import { api } from "./helpers/api-client.js";
+import { waitForBuild } from "./helpers/templates.js";
 import { ROOT, sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 
 /** Runs an SDK script (a build's time limit), optionally with another team's key. */
@@ -21,12 +23,14 @@ describe("templates from OCI images pulled from a loopback registry", { skip: sa
   let reg: Registry;
   let priv: Registry;
   let ctx: string;
+  let ca: Buffer;
 
   before(async () => {
     reg = await startRegistry();
     priv = await startRegistry(PRIVATE);
     // the public registry is also the Docker Hub mirror: it serves library/ubuntu:22.04
     s = await startSandboxd({ args: ["--insecure-registry", reg.host, "--insecure-registry", priv.host, "--registry-mirror", `http://${reg.host}`] });
+    ca = readFileSync(s.caFile);
     const base = cachedBaseRootfs(CACHE_DIR);
     assert.ok(base, "the base rootfs is built by sandboxd's start");
     const layout = await fixtureLayout(CACHE_DIR, base);
@@ -136,6 +140,34 @@ describe("templates from OCI images pulled from a loopback registry", { skip: sa
     assert.match(got.musl, /glibc.*musl image \(Alpine\)/);
     assert.match(got.arm64, /the image is for arm64; this host runs amd64/);
     assert.match(got.bad, /invalid image reference/);
+  });
+
+  test("a multi-stage Dockerfile: ARG before FROM, COPY --from a stage (by name and number, with a glob) and from an image; CMD runs under the image's ENTRYPOINT", async () => {
+    const dockerfile = [
+      `ARG APP_IMAGE=${reg.host}/test/app:1`,
+      "FROM debian:bookworm AS build",
+      "ARG GREETING=hi",
+      "ENV OUT=/out",
+      'RUN mkdir -p $OUT && echo "$GREETING from build" > $OUT/a.txt && echo b > $OUT/b.txt && echo c > $OUT/c.log',
+      "FROM ${APP_IMAGE}",
+      "COPY --from=build /out/*.txt /srv/app/copied/",
+      "COPY --from=0 /out/c.log /srv/app/c.log",
+      `COPY --from=${reg.host}/test/nouser:1 /etc/debian_version /srv/app/from-image`,
+      'CMD ["--flag", "x y"]',
+    ].join("\n");
+    const created = await api(s, ca, "POST", "/templates", { body: { dockerfile, alias: "oci-multistage", memoryMB: 512, readyCmd: "test -f /tmp/started.txt" } });
+    assert.equal(created.status, 202, created.body);
+    const built = await waitForBuild(s, ca, created.json.templateID, created.json.buildID);
+    assert.equal(built.last.status, "ready", JSON.stringify(built.last.reason) + built.logs.map((l) => l.message).join("\n"));
+    assert.ok(built.logs.some((l) => l.step === "build:3" && /^\[build 3\/3\] RUN/.test(l.message)), built.logs.map((l) => `${l.step} ${l.message}`).join("\n"));
+    const got = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const sbx = await Sandbox.create("oci-multistage");
+      const r = await sbx.commands.run("cat /srv/app/copied/a.txt /srv/app/copied/b.txt /srv/app/c.log; ls /srv/app/copied | wc -l; test -s /srv/app/from-image && echo from-image; cat /tmp/started.txt");
+      await sbx.kill();
+      console.log(JSON.stringify(r.stdout.trim().split("\\n")));
+    `);
+    assert.deepEqual(got, ["hi from build", "b", "c", "2", "from-image", "started with --flag x y"]);
   });
 
   test("an image without user 'user' gets one, with sudo; Template().copy() of a folder with absolute and relative symlinks, as links and resolved", async () => {

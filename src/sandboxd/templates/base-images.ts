@@ -6,7 +6,6 @@ import type { ImageConfig } from "./oci/image-config.js";
 import type { ImagePuller } from "./oci/pull.js";
 import { ImageRefError, parseImageRef } from "./oci/ref.js";
 import type { ImageStore } from "./oci/store.js";
-import type { BuildSpec } from "./steps.js";
 
 /** Image names that mean the base rootfs (Debian bookworm with E2B's base tools), built here without a registry. */
 const LOCAL_IMAGES = [/^(docker\.io\/)?e2bdev\/base(:[\w.-]+)?$/, /^(docker\.io\/)?(library\/)?debian:(bookworm|12)([\w.-]*)$/];
@@ -15,6 +14,14 @@ const LOCAL_IMAGES = [/^(docker\.io\/)?e2bdev\/base(:[\w.-]+)?$/, /^(docker\.io\
 export interface BaseImage {
   rootfs: string;
   image?: { digest: string; config: ImageConfig; release(): void };
+}
+
+/** What a stage starts from: an image or a template (neither: the base rootfs); `final`: the template's own stage, which sandboxes run. */
+export interface BaseFrom {
+  fromImage?: string;
+  fromTemplate?: string;
+  force: boolean;
+  final: boolean;
 }
 
 /** Where images come from: the puller and its store; undefined: sandboxd pulls no images. */
@@ -49,12 +56,12 @@ function userName(rootfs: string, user: string): string {
 }
 
 /**
- * The rootfs a build starts from: `fromTemplate` → that template's current rootfs (the team's
+ * The rootfs a build (or a stage of it) starts from: `fromTemplate` → that template's current rootfs (the team's
  * own or a published one, ready); `fromImage` → the base rootfs for e2bdev/base and
  * debian:bookworm*, else the image pulled from its registry (a BuildFailure when it cannot be, or
- * lacks what sandboxes need); neither → the base rootfs (the SDK's default is e2bdev/base).
+ * lacks, for the final stage, what sandboxes need); neither → the base rootfs (the SDK's default is e2bdev/base).
  */
-export async function resolveBase(r: BaseRequest, spec: BuildSpec): Promise<BaseImage> {
+export async function resolveBase(r: BaseRequest, spec: BaseFrom): Promise<BaseImage> {
   if (spec.fromTemplate) {
     const ref = spec.fromTemplate.toLowerCase().replace(/^.*\//, "").replace(/:default$/, "");
     const t = r.store.templates.get(ref) ?? r.store.templates.byAlias(ref);
@@ -78,10 +85,10 @@ export async function resolveBase(r: BaseRequest, spec: BuildSpec): Promise<Base
     r.signal.throwIfAborted();
     throw new BuildFailure((err as Error).message, "base");
   }
-  if (img.fitness.missing.length > 0) {
+  if (spec.final && img.fitness.missing.length > 0) {
     throw new BuildFailure(`base image ${ref.canonical} cannot run sandboxes: it lacks ${img.fitness.missing.join("; ")}`, "base");
   }
-  for (const w of img.fitness.warnings) r.say(w, "warn");
+  if (spec.final) for (const w of img.fitness.warnings) r.say(w, "warn");
   const release = r.images.store.hold(img.digest);
   const config = { ...img.config, ...(img.config.user ? { user: userName(img.rootfs, img.config.user) } : {}) };
   return { rootfs: img.rootfs, image: { digest: img.digest, config, release } };

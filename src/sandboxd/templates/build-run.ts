@@ -11,7 +11,7 @@ import type { TemplateFiles } from "./files.js";
 import { removeTree } from "./layers.js";
 import { DEFAULT_TAG } from "./names.js";
 import type { BuildSpec } from "./steps.js";
-import type { BaseImage } from "./base-images.js";
+import type { BaseFrom, BaseImage } from "./base-images.js";
 import type { RegistryCredentials } from "./oci/credentials.js";
 
 /** A build's stored definition: what it builds and the tags it gets when ready. */
@@ -29,7 +29,7 @@ export interface BuildRunnerOptions {
   executor: Omit<ExecutorContext, "log" | "scope" | "filesDigest" | "holdFiles" | "baseOf">;
   files: Pick<TemplateFiles, "digest" | "hold">;
   /** The build's base; `credentials` and `say` serve its pull. */
-  baseOf(teamID: string, spec: BuildSpec, credentials: RegistryCredentials | undefined, signal: AbortSignal, say: (message: string, level?: "info" | "warn") => void): Promise<BaseImage>;
+  baseOf(teamID: string, from: BaseFrom, credentials: RegistryCredentials | undefined, signal: AbortSignal, say: (message: string, level?: "info" | "warn") => void): Promise<BaseImage>;
   envdVersion: string;
   /** Called when a build ends, whatever its outcome (the image cache's sweep). */
   afterBuild?(): void;
@@ -106,10 +106,10 @@ export class BuildRunner {
       const tags = [...new Set([DEFAULT_TAG, ...((store.builds.get(build.id)?.spec as StoredSpec | null)?.tags ?? [])])];
       store.transaction(() => {
         const now = new Date().toISOString();
-        set({ status: "ready", rootfs: out.rootfs, envdVersion: this.o.envdVersion, defaultUser: out.user, defaultWorkdir: out.workdir, startCmd: spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs, finishedAt: now });
+        set({ status: "ready", rootfs: out.rootfs, envdVersion: this.o.envdVersion, defaultUser: out.user, defaultWorkdir: out.workdir, startCmd: out.startCmd ?? spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs, finishedAt: now });
         store.templates.setBuild(build.templateID, {
           rootfs: out.rootfs, buildID: build.id, envdVersion: this.o.envdVersion, defaultUser: out.user, defaultWorkdir: out.workdir,
-          cpuCount: build.cpuCount, memoryMB: build.memoryMB, startCmd: spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs,
+          cpuCount: build.cpuCount, memoryMB: build.memoryMB, startCmd: out.startCmd ?? spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs,
         });
         for (const tag of tags) store.builds.setTag(build.templateID, tag, build.id);
       });

@@ -146,7 +146,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
         if (err instanceof DockerfileError) throw invalid(`invalid Dockerfile: ${err.message}`);
         throw err;
       }
-      const spec: BuildSpec = { ...parsed, startCmd: optString(b, "startCmd") || parsed.startCmd, readyCmd: optString(b, "readyCmd") || parsed.readyCmd, force: false };
+      const own = optString(b, "startCmd");
+      const spec: BuildSpec = { ...parsed, startCmd: own || parsed.startCmd, readyCmd: optString(b, "readyCmd") || parsed.readyCmd, force: false, ...(own ? { dockerStart: undefined } : {}) };
       capacity(teamID);
       const { t, b: build } = request(teamID, alias, res, {});
       start(teamID, build, spec, []);
