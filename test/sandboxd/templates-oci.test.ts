@@ -1,6 +1,8 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cachedBaseRootfs } from "../../src/sandboxd/images/base.js";
@@ -24,12 +26,23 @@ describe("templates from OCI images pulled from a loopback registry", { skip: sa
   let priv: Registry;
   let ctx: string;
   let ca: Buffer;
+  let junk: Server;
+  let junkHost: string;
+  let plain: Server;
+  let plainHost: string;
 
   before(async () => {
     reg = await startRegistry();
     priv = await startRegistry(PRIVATE);
+    // a "registry" that answers every request with garbage, over plain HTTP
+    junk = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end('{"schemaVersion": 2, "garbage'));
+    await new Promise<void>((r) => junk.listen(0, "127.0.0.1", r));
+    junkHost = `127.0.0.1:${(junk.address() as AddressInfo).port}`;
+    plain = createServer((_req, res) => res.writeHead(404).end());
+    await new Promise<void>((r) => plain.listen(0, "127.0.0.1", r));
+    plainHost = `127.0.0.1:${(plain.address() as AddressInfo).port}`;
     // the public registry is also the Docker Hub mirror: it serves library/ubuntu:22.04
-    s = await startSandboxd({ args: ["--insecure-registry", reg.host, "--insecure-registry", priv.host, "--registry-mirror", `http://${reg.host}`] });
+    s = await startSandboxd({ args: ["--insecure-registry", reg.host, "--insecure-registry", priv.host, "--insecure-registry", junkHost, "--registry-mirror", `http://${reg.host}`] });
     ca = readFileSync(s.caFile);
     const base = cachedBaseRootfs(CACHE_DIR);
     assert.ok(base, "the base rootfs is built by sandboxd's start");
@@ -48,6 +61,8 @@ describe("templates from OCI images pulled from a loopback registry", { skip: sa
     await s?.stop();
     await reg?.stop();
     await priv?.stop();
+    junk?.close();
+    plain?.close();
     if (ctx) rmSync(ctx, { recursive: true, force: true });
   });
 
@@ -122,11 +137,11 @@ describe("templates from OCI images pulled from a loopback registry", { skip: sa
     assert.ok(!s.logs().includes(PRIVATE.password), "sandboxd's own log");
   });
 
-  test("images that cannot be built from fail with a clear reason: an unknown tag, a musl image, an image for another architecture", async () => {
+  test("images that cannot be built from fail with a clear reason: an unknown tag, a musl image, an image for another architecture, a bad name, a registry answering garbage, a plain-HTTP registry not listed as insecure", async () => {
     const got = await runSdk(s, `
       import { Template } from "e2b";
       const out = {};
-      for (const [name, image] of [["unknown", "${reg.host}/test/app:nope"], ["musl", "${reg.host}/test/musl:1"], ["arm64", "${reg.host}/test/arm64:1"], ["bad", "${reg.host}/Test/UPPER:1"]]) {
+      for (const [name, image] of [["unknown", "${reg.host}/test/app:nope"], ["musl", "${reg.host}/test/musl:1"], ["arm64", "${reg.host}/test/arm64:1"], ["bad", "${reg.host}/Test/UPPER:1"], ["junk", "${junkHost}/test/app:1"], ["plain", "${plainHost}/test/app:1"]]) {
         try {
           await Template.build(Template().fromImage(image).runCmd("true"), "oci-fail-" + name, { memoryMB: 512 });
           out[name] = "built";
@@ -140,6 +155,9 @@ describe("templates from OCI images pulled from a loopback registry", { skip: sa
     assert.match(got.musl, /glibc.*musl image \(Alpine\)/);
     assert.match(got.arm64, /the image is for arm64; this host runs amd64/);
     assert.match(got.bad, /invalid image reference/);
+    assert.match(got.junk, new RegExp(`pulling ${junkHost}/test/app:1: failed: .+`));
+    // plain HTTP only for registries listed with --insecure-registry
+    assert.match(got.plain, new RegExp(`pulling ${plainHost}/test/app:1: failed: .*(HTTP response to HTTPS client|tls|TLS)`));
   });
 
   test("a multi-stage Dockerfile: ARG before FROM, COPY --from a stage (by name and number, with a glob) and from an image; CMD runs under the image's ENTRYPOINT", async () => {

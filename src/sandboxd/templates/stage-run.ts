@@ -44,12 +44,12 @@ const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
  * (several matches make the destination a directory), a directory's contents copied, a trailing
  * slash naming a directory.
  */
-function copyScript(src: string, dest: string, owner: string, mode: string): string {
+function copyScript(src: string, dest: string, owner: string, mode: string, from: string): string {
   return [
     "set -e",
     `pat=${shq(src.replace(/^\.?\/+/, ""))}; dest=${shq(dest)}; IFS=''`,
     `n=0; for src in /.sandboxd-copy/$pat; do [ -e "$src" ] || [ -L "$src" ] && n=$((n+1)); done`,
-    `[ "$n" -gt 0 ] || { echo "COPY: ${src.replace(/[`$"\\]/g, "")} is not in the copied files" >&2; exit 1; }`,
+    `[ "$n" -gt 0 ] || { echo "COPY: ${src.replace(/[`$"\\]/g, "")} is not in ${from}" >&2; exit 1; }`,
     `[ "$n" -gt 1 ] && case "$dest" in */) ;; *) dest="$dest/";; esac`,
     `for src in /.sandboxd-copy/$pat; do [ -e "$src" ] || [ -L "$src" ] || continue`,
     `if [ -d "$src" ] && [ ! -L "$src" ]; then mkdir -p "$dest"; cp -a "$src"/. "$dest"/; target="$dest"`,
@@ -188,7 +188,7 @@ export async function runSteps(env: StageEnv, st: StageState, steps: Step[], lab
             if (!held) throw new BuildFailure(`step ${step} failed: COPY ${s.args[0]}: its files (hash ${s.filesHash}) were evicted meanwhile; build again`, step);
           }
           const dest = s.args[1].startsWith("/") ? s.args[1] : join(st.workdir, s.args[1]) + (s.args[1].endsWith("/") ? "/" : "");
-          const script = copyScript(s.args[0], dest, s.args[2] || st.user, s.args[3] ?? "");
+          const script = copyScript(s.args[0], dest, s.args[2] || st.user, s.args[3] ?? "", from ? "the stage copied from" : "the uploaded files");
           st.stack.push(await layer(env, st, step, script, "root", [{ source: from?.dir ?? held!.dir, destination: COPY_MOUNT }]));
         }
       } finally {
