@@ -143,7 +143,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     await service.reconcile();
     sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({
-      store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
+      store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
       liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
     });
     await templates.recover();

@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { parseArgs } from "node:util";
 import { parseUpstream } from "./network/dns-forwarder.js";
 import { isLogLevel, LOG_LEVELS } from "../common/log.js";
+import { checkInsecureRegistry, parseMirror, type RegistrySettings } from "./templates/oci/settings.js";
 
 /** Everything `sandboxd serve` runs with; resolved once at start from flags, then environment, then defaults. */
 export interface Config {
@@ -35,6 +36,8 @@ export interface Config {
   /** Memory and disk one team's sandboxes may reserve, MiB; undefined: only the host budget applies. */
   teamMemoryMB: number | undefined;
   teamDiskMB: number | undefined;
+  /** How base images are pulled: Docker Hub mirrors, insecure registries, the host's credentials file. */
+  registry: RegistrySettings;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -62,9 +65,29 @@ const options: Record<string, Option> = {
   "max-sandbox-memory-mb": { env: "SANDBOXD_MAX_SANDBOX_MEMORY_MB", help: "the most memory one sandbox's template may ask for, MiB (64..1048576)", def: "8192" },
   "team-memory-mb": { env: "SANDBOXD_TEAM_MEMORY_MB", help: "MiB of memory one team's sandboxes may reserve (0: only the host budget)", def: "0" },
   "team-disk-mb": { env: "SANDBOXD_TEAM_DISK_MB", help: "MiB of disk one team's sandboxes may reserve (0: only the host budget)", def: "0" },
+  "registry-mirror": { env: "SANDBOXD_REGISTRY_MIRRORS", help: "Docker Hub mirror URL tried before the Hub for Hub images (repeatable; the variable is comma-separated); http:// mirrors are plain HTTP", def: "" },
+  "insecure-registry": { env: "SANDBOXD_INSECURE_REGISTRIES", help: "registry host[:port] pulled from over plain HTTP or unverified TLS (repeatable; the variable is comma-separated)", def: "" },
+  "registry-auth-file": { env: "SANDBOXD_REGISTRY_AUTH_FILE", help: "docker config.json with credentials for private registries, used by builds that bring none", def: "" },
+  "image-cache-hours": { env: "SANDBOXD_IMAGE_CACHE_HOURS", help: "hours a pulled base image no build used stays cached (sooner when the disk is short)", def: "24" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
+
+/** Flags that may be given more than once (their variables are comma-separated). */
+const REPEATABLE = new Set(["registry-mirror", "insecure-registry"]);
+
+/** The registry flags as settings; throws a message fit to show the user. */
+function registrySettings(get: (name: string) => string): RegistrySettings {
+  const list = (name: string) => get(name).split(",").map((x) => x.trim()).filter(Boolean);
+  const hours = get("image-cache-hours");
+  if (!/^\d{1,5}$/.test(hours)) throw new Error(`--image-cache-hours must be a whole number of hours, got '${hours}'`);
+  return {
+    mirrors: list("registry-mirror").map(parseMirror),
+    insecure: new Set(list("insecure-registry").map(checkInsecureRegistry)),
+    authFile: get("registry-auth-file") || undefined,
+    imageGraceMs: Number(hours) * 3600_000,
+  };
+}
 
 /** The `sandboxd --help` text. */
 export function usage(version: string): string {
@@ -128,7 +151,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
       allowPositionals: true,
       strict: true,
       options: {
-        ...Object.fromEntries(Object.keys(options).map((k) => [k, { type: "string" as const }])),
+        ...Object.fromEntries(Object.keys(options).map((k) => [k, { type: "string" as const, multiple: REPEATABLE.has(k) }])),
         help: { type: "boolean", short: "h" },
         version: { type: "boolean" },
       },
@@ -144,8 +167,9 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     return { print: `sandboxd: ${what}; the command is 'serve'\nrun 'sandboxd --help' for usage\n`, exitCode: 2 };
   }
   const get = (name: string): string => {
-    const v = (values as Record<string, string | boolean | undefined>)[name];
+    const v = (values as Record<string, string | string[] | boolean | undefined>)[name];
     if (typeof v === "string") return v;
+    if (Array.isArray(v)) return v.join(",");
     return env[options[name].env] ?? options[name].def;
   };
   try {
@@ -188,6 +212,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         cacheDir: get("cache-dir"),
         metricsRetentionDays: Number(retention),
         warmPool: Number(warmPool),
+        registry: registrySettings(get),
         dnsUpstream: get("dns-upstream") ? parseUpstream(get("dns-upstream")) && get("dns-upstream") : undefined,
       },
     };

@@ -1,6 +1,7 @@
 /** The template request bodies (v1 and v3 creates, build steps, updates, tags) parsed into the template service's inputs. */
 import { Forbidden, invalid } from "../errors.js";
 import { DockerfileError, parseDockerfile } from "../templates/dockerfile.js";
+import type { RegistryCredentials } from "../templates/oci/credentials.js";
 import type { DockerfileTemplate, NamedTemplate, TagChange, TemplateUpdate } from "../templates/inputs.js";
 import { checkTags, parseName } from "../templates/names.js";
 import { resources, type TemplateResources } from "../templates/resources.js";
@@ -28,7 +29,9 @@ export function parseDockerfileTemplate(body: unknown, teamID: string): Dockerfi
     if (err instanceof DockerfileError) throw invalid(`invalid Dockerfile: ${err.message}`);
     throw err;
   }
-  const spec: BuildSpec = { ...parsed, startCmd: optString(b, "startCmd") || parsed.startCmd, readyCmd: optString(b, "readyCmd") || parsed.readyCmd, force: false };
+  const own = optString(b, "startCmd");
+  // a startCmd of the request replaces the Dockerfile's own ENTRYPOINT and CMD
+  const spec: BuildSpec = { ...parsed, startCmd: own || parsed.startCmd, readyCmd: optString(b, "readyCmd") || parsed.readyCmd, force: false, ...(own ? { dockerStart: undefined } : {}) };
   return { ...(alias !== undefined ? { alias } : {}), resources: res, spec };
 }
 
@@ -68,7 +71,6 @@ export function parseBuildStart(body: unknown): BuildSpec {
   const fromImage = optString(o, "fromImage") || undefined;
   const fromTemplate = optString(o, "fromTemplate") || undefined;
   if (fromImage && fromTemplate) throw invalid("set only one of fromImage and fromTemplate");
-  if (o.fromImageRegistry !== undefined && o.fromImageRegistry !== null) throw invalid("fromImageRegistry is not supported: sandboxd has no image registry access");
   const rawSteps = o.steps ?? [];
   if (!Array.isArray(rawSteps)) throw invalid(`field "steps" must be an array`);
   if (rawSteps.length > MAX_STEPS) throw invalid(`at most ${MAX_STEPS} steps per build, got ${rawSteps.length}`);
@@ -102,3 +104,22 @@ export function parseTagRemoval(body: unknown): TagChange {
   const { name } = parseName(optString(b, "name") ?? "");
   return { name, tags: checkTags(optStringList(b, "tags", "tags") ?? []) };
 }
+
+const str = (o: Record<string, unknown>, k: string): string => {
+  const v = o[k];
+  if (typeof v !== "string" || v === "") throw invalid(`fromImageRegistry.${k} must be a non-empty string`);
+  return v;
+};
+
+/** The `fromImageRegistry` of a build start body, checked (400 naming the field); undefined when absent. */
+export function parseRegistryCredentials(body: unknown): RegistryCredentials | undefined {
+  const raw = (body as Record<string, unknown> | null)?.fromImageRegistry;
+  if (raw === undefined || raw === null) return undefined;
+  if (typeof raw !== "object" || Array.isArray(raw)) throw invalid("fromImageRegistry must be an object");
+  const o = raw as Record<string, unknown>;
+  if (o.type === "registry") return { type: "registry", username: str(o, "username"), password: str(o, "password") };
+  if (o.type === "aws") return { type: "aws", accessKeyId: str(o, "awsAccessKeyId"), secretAccessKey: str(o, "awsSecretAccessKey"), region: str(o, "awsRegion") };
+  if (o.type === "gcp") return { type: "gcp", serviceAccountJson: str(o, "serviceAccountJson") };
+  throw invalid(`fromImageRegistry.type must be registry, aws or gcp, got ${JSON.stringify(o.type)?.slice(0, 40)}`);
+}
+

@@ -1,5 +1,5 @@
 import { readJson, sendEmpty, sendJson } from "./http.js";
-import { parseBuildStart, parseDockerfileTemplate, parseNamedTemplate, parseTagAssignment, parseTagRemoval, parseTemplateUpdate } from "./template-body.js";
+import { parseBuildStart, parseRegistryCredentials, parseDockerfileTemplate, parseNamedTemplate, parseTagAssignment, parseTagRemoval, parseTemplateUpdate } from "./template-body.js";
 import type { Route, RouteContext } from "./route.js";
 import { DomainError, invalid } from "../errors.js";
 
@@ -52,7 +52,10 @@ export const TEMPLATE_ROUTES: Route[] = [
     path: new RegExp(`^/v2/templates/${SEG}/builds/${SEG}$`),
     param: "raw",
     async handle(c) {
-      c.templates.startBuild(c.teamID, templateParam(c.params[0]), c.params[1], parseBuildStart(await readJson(c.req)));
+      {
+        const body = await readJson(c.req);
+        c.templates.startBuild(c.teamID, templateParam(c.params[0]), c.params[1], parseBuildStart(body), parseRegistryCredentials(body));
+      }
       sendJson(c.res, 202, {});
     },
   },

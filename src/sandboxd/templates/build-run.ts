@@ -11,6 +11,8 @@ import type { TemplateFiles } from "./files.js";
 import { removeTree } from "./layers.js";
 import { DEFAULT_TAG } from "./names.js";
 import type { BuildSpec } from "./steps.js";
+import type { BaseFrom, BaseImage } from "./base-images.js";
+import type { RegistryCredentials } from "./oci/credentials.js";
 
 /** A build's stored definition: what it builds and the tags it gets when ready. */
 export type StoredSpec = Partial<BuildSpec> & { tags?: string[] };
@@ -26,8 +28,11 @@ export interface BuildRunnerOptions {
   log: Logger;
   executor: Omit<ExecutorContext, "log" | "scope" | "filesDigest" | "holdFiles" | "baseOf">;
   files: Pick<TemplateFiles, "digest" | "hold">;
-  baseOf(teamID: string, spec: BuildSpec): string;
+  /** The build's base; `credentials` and `say` serve its pull. */
+  baseOf(teamID: string, from: BaseFrom, credentials: RegistryCredentials | undefined, signal: AbortSignal, say: (message: string, level?: "info" | "warn") => void): Promise<BaseImage>;
   envdVersion: string;
+  /** Called when a build ends, whatever its outcome (the image cache's sweep). */
+  afterBuild?(): void;
 }
 
 /**
@@ -40,15 +45,19 @@ export class BuildRunner {
 
   constructor(private readonly o: BuildRunnerOptions) {}
 
-  /** Starts a build that has its spec stored; cancels the template's build in progress. */
-  start(teamID: string, build: Build, spec: BuildSpec): void {
+  /**
+   * Starts a build that has its spec stored; cancels the template's build in progress. The
+   * registry credentials live in memory for this build's pull only.
+   */
+  start(teamID: string, build: Build, spec: BuildSpec, credentials?: RegistryCredentials): void {
     const prev = this.running.get(build.templateID);
     prev?.abort.abort(new Error(`cancelled by the newer build ${build.id}`));
     const abort = new AbortController();
-    const done = (prev?.done ?? Promise.resolve()).then(() => this.run(teamID, build, spec, abort.signal));
+    const done = (prev?.done ?? Promise.resolve()).then(() => this.run(teamID, build, spec, credentials, abort.signal));
     this.running.set(build.templateID, { teamID, buildID: build.id, abort, done });
     void done.finally(() => {
       if (this.running.get(build.templateID)?.buildID === build.id) this.running.delete(build.templateID);
+      this.o.afterBuild?.();
     });
   }
 
@@ -74,7 +83,7 @@ export class BuildRunner {
     this.o.store.builds.appendLog(buildID, { ...e, message: e.message.slice(0, 4096), timestamp: new Date().toISOString() });
   }
 
-  private async run(teamID: string, build: Build, spec: BuildSpec, signal: AbortSignal): Promise<void> {
+  private async run(teamID: string, build: Build, spec: BuildSpec, credentials: RegistryCredentials | undefined, signal: AbortSignal): Promise<void> {
     const { store, log } = this.o;
     const count = { n: store.builds.logs(build.id, 0, MAX_LOG_LINES).length };
     const say = (e: Omit<BuildLogEntry, "timestamp">) => this.append(build.id, e, count);
@@ -90,17 +99,17 @@ export class BuildRunner {
       const out = await executeBuild(
         {
           ...this.o.executor, log: say, scope: teamID, filesDigest: (h) => this.o.files.digest(teamID, h),
-          holdFiles: (h, d) => this.o.files.hold(teamID, h, d), baseOf: (s) => this.o.baseOf(teamID, s),
+          holdFiles: (h, d) => this.o.files.hold(teamID, h, d), baseOf: (s, sig) => this.o.baseOf(teamID, s, credentials, sig, (message, level) => say({ level: level ?? "info", message, step: "base" })),
         },
         build.id, spec, build.memoryMB, signal,
       );
       const tags = [...new Set([DEFAULT_TAG, ...((store.builds.get(build.id)?.spec as StoredSpec | null)?.tags ?? [])])];
       store.transaction(() => {
         const now = new Date().toISOString();
-        set({ status: "ready", rootfs: out.rootfs, envdVersion: this.o.envdVersion, defaultUser: out.user, defaultWorkdir: out.workdir, startCmd: spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs, finishedAt: now });
+        set({ status: "ready", rootfs: out.rootfs, envdVersion: this.o.envdVersion, defaultUser: out.user, defaultWorkdir: out.workdir, startCmd: out.startCmd ?? spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs, finishedAt: now });
         store.templates.setBuild(build.templateID, {
           rootfs: out.rootfs, buildID: build.id, envdVersion: this.o.envdVersion, defaultUser: out.user, defaultWorkdir: out.workdir,
-          cpuCount: build.cpuCount, memoryMB: build.memoryMB, startCmd: spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs,
+          cpuCount: build.cpuCount, memoryMB: build.memoryMB, startCmd: out.startCmd ?? spec.startCmd ?? null, readyCmd: spec.readyCmd ?? null, envs: out.envs,
         });
         for (const tag of tags) store.builds.setTag(build.templateID, tag, build.id);
       });

@@ -1,12 +1,14 @@
-import { randomBytes } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { unmount } from "../host/mounts.js";
 import type { BuildLogEntry } from "../store/builds.js";
+import type { BaseImage, BaseFrom } from "./base-images.js";
+import { dockerStartCmd } from "./docker-vars.js";
 import type { HeldFiles } from "./files.js";
-import { statInRootFollowing } from "../host/in-root.js";
-import { chainKey, flatten, type LayerCache } from "./layers.js";
-import { lookupUser, runInBuild } from "./runner.js";
-import type { BuildSpec, Step } from "./steps.js";
+import { chainKey, flatten, mountStack, removeTree, type LayerCache } from "./layers.js";
+import { lookupUser } from "./runner.js";
+import { prepareImage, runSteps, type StageEnv, type StageState } from "./stage-run.js";
+import type { BuildSpec } from "./steps.js";
 
 /** A build that failed in a step, with the message the API's `reason` shows. */
 export class BuildFailure extends Error {
@@ -31,8 +33,8 @@ export interface ExecutorContext {
   filesDigest(filesHash: string): string | undefined;
   /** The unpacked files of that upload, held until released (undefined when gone). */
   holdFiles(filesHash: string, digest: string): Promise<HeldFiles | undefined>;
-  /** The rootfs a fromImage or fromTemplate names (throws a BuildFailure when none). */
-  baseOf(spec: BuildSpec): string;
+  /** The rootfs a fromImage or fromTemplate names, pulled if need be (throws a BuildFailure when none). */
+  baseOf(from: BaseFrom, signal: AbortSignal): Promise<BaseImage>;
   log(e: Omit<BuildLogEntry, "timestamp">): void;
   stepTimeoutMs: number;
 }
@@ -43,176 +45,93 @@ export interface BuildOutcome {
   user: string;
   workdir: string;
   envs: Record<string, string>;
-}
-
-/** Where a COPY's unpacked files are mounted (read-only) in its build sandbox. */
-const COPY_MOUNT = "/.sandboxd-copy";
-
-const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-
-/** The shell script a COPY runs inside the build sandbox, with Docker's rules for a trailing slash. */
-function copyScript(src: string, dest: string, owner: string, mode: string): string {
-  return [
-    "set -e",
-    `src=/.sandboxd-copy/${shq(src.replace(/^\.?\/+/, ""))}; dest=${shq(dest)}`,
-    `[ -e "$src" ] || [ -L "$src" ] || { echo "COPY: ${src.replace(/[`$"\\]/g, "")} is not in the uploaded files" >&2; exit 1; }`,
-    `if [ -d "$src" ] && [ ! -L "$src" ]; then mkdir -p "$dest"; cp -a "$src"/. "$dest"/; target="$dest"`,
-    `else case "$dest" in */) mkdir -p "$dest"; target="$dest$(basename "$src")";; *) mkdir -p "$(dirname "$dest")"; target="$dest";; esac; cp -a "$src" "$target"; fi`,
-    `chown -R ${shq(owner)} "$target"`,
-    ...(mode ? [`chmod -R ${shq(mode)} "$target"`] : []),
-  ].join("\n");
+  /** Docker's start command, when a Dockerfile's CMD/ENTRYPOINT made one with the image's. */
+  startCmd?: string;
 }
 
 /**
- * Whether the image has `user`: looked up in the topmost layer that has an /etc/passwd (a layer
- * that deleted it, or a user missing there, answers no: the USER step then runs).
- */
-function userInStack(stack: string[], user: string): boolean {
-  for (let i = stack.length - 1; i >= 0; i--) {
-    // lstat only: a layer's etc may be a link the template made (to anywhere on the host)
-    if (lstatSync(join(stack[i], "etc"), { throwIfNoEntry: false })?.isDirectory() && lstatSync(join(stack[i], "etc", "passwd"), { throwIfNoEntry: false })) {
-      return lookupUser(stack[i], user) !== undefined;
-    }
-  }
-  return false;
-}
-
-/**
- * Runs a build's steps as layers over its base, each in its own build sandbox, and flattens the
- * result into `<rootfsDir>/<key of the last step>`. Layers and flattened root filesystems come
- * from the cache unless a step (or the build) is forced; every step logs what it did, and a
- * failure names the step.
+ * Runs a build: each earlier stage of a multi-stage Dockerfile, then the build's own steps, as
+ * layers over their bases, each step in its own build sandbox, and flattens the last stage into
+ * `<rootfsDir>/<key of its last step>`. Layers and flattened root filesystems come from the cache
+ * unless a step (or the build) is forced; every step logs what it did, and a failure names the
+ * step. A pulled image's config is where a stage's steps start; a Dockerfile's CMD is combined
+ * with the image's ENTRYPOINT as Docker does.
  */
 export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: BuildSpec, memoryMB: number, signal: AbortSignal): Promise<BuildOutcome> {
-  const base = ctx.baseOf(spec);
-  const stack = [base];
-  let key = chainKey("base", { scope: ctx.scope, base });
-  let user = spec.initialUser;
-  let workdir = spec.initialWorkdir;
-  const envs: Record<string, string> = {};
-  let forced = spec.force;
-  const n = spec.steps.length;
-  const bundles = join(ctx.buildsDir, buildID, "bundles");
-  mkdirSync(bundles, { recursive: true, mode: 0o700 });
-
-  const run = async (step: string, mnt: string, argv: string[], as: string, binds?: { source: string; destination: string }[]) => {
-    const id = `b${buildID.replace(/-/g, "").slice(0, 12)}-${randomBytes(4).toString("hex")}`;
-    const bundleDir = join(bundles, id);
-    mkdirSync(bundleDir, { mode: 0o700 });
-    let code: number | null;
-    try {
-      code = await runInBuild({
-        id, bundleDir, rootfs: mnt, runcRoot: ctx.runcRoot, tiniPath: ctx.tiniPath, cgroupParent: ctx.cgroupParent, memoryMB,
-        argv, user: as, env: envs, cwd: statInRootFollowing(mnt, workdir)?.isDirectory() ? workdir : "/", binds, timeoutMs: ctx.stepTimeoutMs, signal,
-        onLine: (line) => ctx.log({ level: "info", message: line, step }),
-      });
-    } catch (err) {
-      throw new BuildFailure(`step ${step} failed: ${(err as Error).message}`, step);
-    } finally {
-      rmSync(bundleDir, { recursive: true, force: true });
-    }
-    signal.throwIfAborted();
-    if (code !== 0) throw new BuildFailure(`step ${step} failed: the command exited with ${code === null ? "a signal" : `code ${code}`}`, step);
+  const held: BaseImage[] = [];
+  const mounts: string[] = [];
+  const stages: StageState[] = [];
+  const stageDir = join(ctx.buildsDir, buildID, "stages");
+  const env: StageEnv = {
+    ctx, buildID, memoryMB, signal,
+    source: async (k) => {
+      const st = stages[k];
+      if (!st) throw new BuildFailure(`COPY --from names stage ${k}, which is not built before it`);
+      if (st.stack.length === 1) return { dir: st.stack[0], key: st.key };
+      const mnt = join(stageDir, String(k));
+      if (!mounts.includes(mnt)) {
+        mkdirSync(mnt, { recursive: true, mode: 0o700 });
+        await mountStack(st.stack, mnt);
+        mounts.push(mnt);
+      }
+      return { dir: mnt, key: st.key };
+    },
   };
-
-  for (let i = 0; i < n; i++) {
-    signal.throwIfAborted();
-    const s: Step = spec.steps[i];
-    const step = String(i + 1);
-    const what = `[${i + 1}/${n}] ${s.type} ${s.args.filter(Boolean).join(" ")}`.slice(0, 300);
-    forced ||= !!s.force;
-    // a COPY's layer is of the bytes stored, not of the hash the client named
-    const digest = s.type === "COPY" && s.filesHash ? ctx.filesDigest(s.filesHash) : undefined;
-    if (s.type === "COPY" && !digest) {
-      throw new BuildFailure(
-        s.filesHash
-          ? `step ${step} failed: COPY ${s.args[0]}: its files (hash ${s.filesHash}) were never uploaded, or were evicted to keep the team's storage quota; build again to upload them`
-          : `step ${step} failed: COPY ${s.args[0]}: the Dockerfile API has no build context; build with the SDK's Template().fromDockerfile() to copy files`,
-        step,
-      );
+  /** A stage's starting state: over an earlier stage, or over its base (pulled if need be). */
+  const begin = async (from: { fromImage?: string; fromTemplate?: string; fromStage?: number }, final: boolean): Promise<StageState> => {
+    if (from.fromStage !== undefined) {
+      const s = stages[from.fromStage];
+      return { ...s, stack: [...s.stack], envs: { ...s.envs } };
     }
-    key = chainKey(key, { type: s.type, args: s.args, filesHash: s.filesHash ?? null, digest: digest ?? null, user, workdir, envs, ...(forced ? { forced: buildID } : {}) });
-    if (s.type === "ENV") {
-      for (let j = 0; j < s.args.length; j += 2) envs[s.args[j]] = s.args[j + 1];
-      ctx.log({ level: "info", message: what, step });
-      continue;
+    const base = await ctx.baseOf({ ...from, force: spec.force, final }, signal);
+    held.push(base);
+    const image = base.image?.config;
+    const st: StageState = {
+      stack: [base.rootfs], key: chainKey("base", { scope: ctx.scope, base: base.rootfs }), forced: spec.force, envs: { ...image?.env },
+      user: image?.user ?? (final ? spec.initialUser : "root"), workdir: image?.workdir ?? (final ? spec.initialWorkdir : "/"),
+    };
+    if (base.image && final) await prepareImage(env, st);
+    return st;
+  };
+  try {
+    for (const [k, stage] of (spec.stages ?? []).entries()) {
+      stages.push(await begin(stage, false));
+      await runSteps(env, stages[k], stage.steps, stage.name ?? `stage ${k}`);
     }
-    const cached = forced ? undefined : ctx.cache.get(key);
-    if (s.type === "USER" && !cached && userInStack(stack, s.args[0])) {
-      // the user exists: nothing to change, no build sandbox and no layer
-      ctx.log({ level: "info", message: what, step });
-    } else if (cached) {
-      stack.push(cached);
-      ctx.log({ level: "info", message: `CACHED ${what} (layer ${key.slice(0, 12)})`, step });
-    } else {
-      ctx.log({ level: "info", message: what, step });
-      let script: string;
-      let as = "root";
-      let binds: { source: string; destination: string }[] | undefined;
-      let held: HeldFiles | undefined;
-      if (s.type === "RUN") {
-        script = s.args[0];
-        as = s.args[1] || user;
-      } else if (s.type === "USER") {
-        script = `id -u ${shq(s.args[0])} >/dev/null 2>&1 || useradd -m -s /bin/bash ${shq(s.args[0])}`;
-      } else if (s.type === "WORKDIR") {
-        const dir = s.args[0].startsWith("/") ? s.args[0] : join(workdir, s.args[0]);
-        script = `[ -d ${shq(dir)} ] || { mkdir -p ${shq(dir)} && chown ${shq(user)} ${shq(dir)}; }`;
-      } else {
-        try {
-          held = await ctx.holdFiles(s.filesHash!, digest!);
-        } catch (err) {
-          throw new BuildFailure(`step ${step} failed: COPY ${s.args[0]}: ${(err as Error).message}`, step);
-        }
-        if (!held) throw new BuildFailure(`step ${step} failed: COPY ${s.args[0]}: its files (hash ${s.filesHash}) were evicted meanwhile; build again`, step);
-        script = copyScript(s.args[0], s.args[1].startsWith("/") ? s.args[1] : join(workdir, s.args[1]) + (s.args[1].endsWith("/") ? "/" : ""), s.args[2] || user, s.args[3] ?? "");
-        binds = [{ source: held.dir, destination: COPY_MOUNT }];
-      }
-      const bash = statInRootFollowing(stack[0], "/bin/bash")?.isFile() ? "/bin/bash" : "/bin/sh";
-      try {
-        stack.push(
-          await ctx.cache.make(key, stack, async (mnt) => {
-            try {
-              await run(step, mnt, [bash, "-c", script], as, binds);
-            } finally {
-              // the mount point runc made for the files is not part of the layer (rmdir never follows a link)
-              if (binds) {
-                try {
-                  rmdirSync(join(mnt, COPY_MOUNT));
-                } catch {
-                  // not made (the step failed before runc mounted it)
-                }
-              }
-            }
-          }),
-        );
-      } finally {
-        held?.release();
-      }
-    }
-    if (s.type === "USER") user = s.args[0];
-    if (s.type === "WORKDIR") workdir = s.args[0].startsWith("/") ? s.args[0] : join(workdir, s.args[0]);
+    const st = await begin(spec, true);
+    await runSteps(env, st, spec.steps);
+    const startCmd = spec.dockerStart ? dockerStartCmd(spec.dockerStart, held.at(-1)?.image?.config) : undefined;
+    const out = { ...(await finalize(ctx, st, signal)), ...(startCmd ? { startCmd } : {}) };
+    for (const m of mounts.splice(0).reverse()) await unmount(m);
+    await removeTree(join(ctx.buildsDir, buildID));
+    return out;
+  } finally {
+    for (const m of mounts.reverse()) await unmount(m).catch(() => undefined);
+    for (const b of held) b.image?.release();
   }
+}
+
+/** Flattens the last stage into the template's rootfs (or takes it from the cache) and checks its default user. */
+async function finalize(ctx: ExecutorContext, st: StageState, signal: AbortSignal): Promise<BuildOutcome> {
   signal.throwIfAborted();
-  const out = join(ctx.rootfsDir, key);
+  const out = join(ctx.rootfsDir, st.key);
   let rootfs: string;
   try {
     if (existsSync(out)) {
-      ctx.log({ level: "info", message: `CACHED finalize: the flattened rootfs of these layers (${key.slice(0, 12)})`, step: "finalize" });
+      ctx.log({ level: "info", message: `CACHED finalize: the flattened rootfs of these layers (${st.key.slice(0, 12)})`, step: "finalize" });
       rootfs = out;
     } else {
-      ctx.log({ level: "info", message: `finalize: flattening ${stack.length - 1} layer(s)`, step: "finalize" });
+      ctx.log({ level: "info", message: `finalize: flattening ${st.stack.length - 1} layer(s)`, step: "finalize" });
       mkdirSync(ctx.rootfsDir, { recursive: true, mode: 0o711 });
-      rootfs = await flatten(stack, out).catch((err: Error) => {
+      rootfs = await flatten(st.stack, out).catch((err: Error) => {
         // another build of the same layers finished first
         if (existsSync(out)) return out;
         throw err;
       });
     }
-    if (!lookupUser(rootfs, user)) throw new Error(`the default user '${user}' does not exist in the image`);
+    if (!lookupUser(rootfs, st.user)) throw new Error(`the default user '${st.user}' does not exist in the image`);
   } catch (err) {
     throw new BuildFailure(`finalize failed: ${(err as Error).message}`, "finalize");
   }
-  rmSync(join(ctx.buildsDir, buildID), { recursive: true, force: true });
-  return { rootfs, user, workdir, envs };
+  return { rootfs, user: st.user, workdir: st.workdir, envs: st.envs };
 }

@@ -82,6 +82,11 @@ export class LayerCache {
   }
 }
 
+/** Mounts the read-only overlay of a layer stack (bottom first) at `mnt`: a stage's files for a later stage's COPY --from. */
+export async function mountStack(stack: string[], mnt: string): Promise<void> {
+  await mustExec("mount", ["-t", "overlay", "overlay", "-o", `ro,nosuid,nodev,lowerdir=${lowerdir(stack)}`, overlaySafe(mnt)]);
+}
+
 /** Removes a directory tree, unmounting a mount point below it first; never crosses into a mount. */
 export async function removeTree(dir: string): Promise<void> {
   if (isMounted(join(dir, "mnt"))) await unmount(join(dir, "mnt"));

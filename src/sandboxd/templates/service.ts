@@ -12,6 +12,9 @@ import { TemplateFiles } from "./files.js";
 import { LayerCache, removeTree } from "./layers.js";
 import { resolveBase } from "./base-images.js";
 import type { DockerfileTemplate, NamedTemplate, TagChange, TemplateUpdate } from "./inputs.js";
+import type { RegistryCredentials } from "./oci/credentials.js";
+import { imageSource } from "./oci/images.js";
+import type { RegistrySettings } from "./oci/settings.js";
 import type { BuildSpec } from "./steps.js";
 import type { TemplateResources } from "./resources.js";
 import { uploadLimits, type UploadLimits } from "./limits.js";
@@ -33,6 +36,8 @@ export interface TemplateServiceOptions {
   stepTimeoutMs?: number;
   /** Bounds of COPY uploads and their unpacking (default: from the environment, see limits.ts). */
   uploadLimits?: UploadLimits;
+  /** How base images are pulled; undefined: builds use only the base rootfs and templates. */
+  registry?: RegistrySettings;
 }
 
 /** Template operations of the control API, for a team. */
@@ -54,6 +59,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
   const { store, log } = o;
   const dir = join(o.dataDir, "templates");
   const cache = new LayerCache(dir);
+  const images = o.registry ? imageSource(join(dir, "images"), o.registry, o.dataDir, log) : undefined;
   const files = new TemplateFiles(join(dir, "files"), () => installSecret(store), o.uploadLimits ?? uploadLimits(process.env));
   const runner = new BuildRunner({
     store, log, envdVersion: o.envdVersion,
@@ -62,7 +68,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
       cgroupParent: buildCgroupParent(o.dataDir), stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
     },
     files,
-    baseOf: (teamID, spec) => resolveBase(store, teamID, spec, o.baseRootfs),
+    baseOf: (teamID, spec, credentials, signal, say) => resolveBase({ store, teamID, baseRootfs: o.baseRootfs, images, credentials, signal, say }, spec),
+    afterBuild: () => void images?.sweep(),
   });
 
   /** The team's template by ID or alias; NotFound unknown, Forbidden another team's. */
@@ -110,9 +117,9 @@ export function createTemplateService(o: TemplateServiceOptions) {
     }
   };
 
-  const start = (teamID: string, b: Build, spec: BuildSpec, tags: string[]) => {
+  const start = (teamID: string, b: Build, spec: BuildSpec, tags: string[], credentials?: RegistryCredentials) => {
     store.builds.update({ ...b, spec: { ...spec, tags }, updatedAt: new Date().toISOString() });
-    runner.start(teamID, store.builds.get(b.id)!, spec);
+    runner.start(teamID, store.builds.get(b.id)!, spec, credentials);
   };
 
   return {
@@ -137,12 +144,12 @@ export function createTemplateService(o: TemplateServiceOptions) {
     },
 
     /** POST /v2/templates/{id}/builds/{buildID}: the steps; the build runs in the background. */
-    startBuild(teamID: string, templateID: string, buildID: string, spec: BuildSpec): void {
+    startBuild(teamID: string, templateID: string, buildID: string, spec: BuildSpec, credentials?: RegistryCredentials): void {
       const t = owned(teamID, templateID);
       const b = buildOf(t, buildID);
       if (b.status !== "waiting" || (b.spec as StoredSpec | null)?.steps) throw invalid("build is not in waiting state");
       capacity(teamID);
-      start(teamID, b, spec, (b.spec as StoredSpec | null)?.tags ?? []);
+      start(teamID, b, spec, (b.spec as StoredSpec | null)?.tags ?? [], credentials);
     },
 
     /** GET /templates/{id}/builds/{buildID}/status. */
@@ -245,6 +252,7 @@ export function createTemplateService(o: TemplateServiceOptions) {
       runner.recover(dir, async () => {
         await cache.sweep();
         files.sweep();
+        await images?.sweep();
       }),
     close: () => runner.close(),
   };

@@ -9,6 +9,16 @@ export interface Step {
   filesHash?: string;
   /** Rebuild this step (and every later one) even when cached. */
   force?: boolean;
+  /** COPY of a Dockerfile's `--from`: the files come from this earlier stage (an index into `stages`), not an upload. */
+  fromStage?: number;
+}
+
+/** An earlier stage of a multi-stage Dockerfile: its base (an image, or an earlier stage) and its steps, run as root in /. */
+export interface Stage {
+  name?: string;
+  fromImage?: string;
+  fromStage?: number;
+  steps: Step[];
 }
 
 /** What a build is made from: its base, steps, and the commands every sandbox starts with. */
@@ -23,6 +33,12 @@ export interface BuildSpec {
   /** The user and working directory steps start with (the SDK's builds start as `user` in /home/user). */
   initialUser: string;
   initialWorkdir: string;
+  /** A multi-stage Dockerfile's earlier stages, built first, in order (COPY --from reads them). */
+  stages?: Stage[];
+  /** The last stage's FROM names an earlier stage (an index into `stages`). */
+  fromStage?: number;
+  /** A Dockerfile's own ENTRYPOINT and CMD (exec form): with the base image's, Docker's start command. */
+  dockerStart?: { entrypoint?: string[]; cmd?: string[] };
 }
 
 /** The step types a build runs. */

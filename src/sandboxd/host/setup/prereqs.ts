@@ -54,6 +54,8 @@ const TOOLS: { tool: string; pkg: string; use: string }[] = [
   { tool: "mount", pkg: "mount", use: "overlay root filesystems and disks" },
   { tool: "umount", pkg: "mount", use: "overlay root filesystems and disks" },
   { tool: "chroot", pkg: "coreutils", use: "finishes the base template" },
+  { tool: "skopeo", pkg: "skopeo", use: "pulls templates' base images from registries" },
+  { tool: "umoci", pkg: "umoci", use: "unpacks pulled base images" },
 ];
 
 /** cgroup controllers the runtime limits sandboxes with. */
