@@ -95,14 +95,15 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
       const round: Promise<void>[] = [];
       for (const row of rows) {
         const at = `${row.ip}:${row.envdPort ?? ENVD_PORT}`;
+        const client = () => connect({ ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row) });
         let t = targets.get(row.id);
-        if (t && t.at !== at && !t.inflight) t.client.close();
-        if (!t || (t.at !== at && !t.inflight)) {
-          const client = connect({ ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row) });
-          t = { client, at, inflight: false, health: t?.health ?? { up: true, since: clock() } };
-          targets.set(row.id, t);
+        if (!t) targets.set(row.id, (t = { client: client(), at, inflight: false, health: { up: true, since: clock() } }));
+        if (t.inflight) continue;
+        if (t.at !== at) {
+          t.client.close();
+          Object.assign(t, { client: client(), at });
         }
-        if (!t.inflight) round.push(pollOne(row, t));
+        round.push(pollOne(row, t));
       }
       await Promise.all(round);
     },

@@ -1,6 +1,6 @@
 import type { RouteIndex, RouteTarget } from "../proxy/target.js";
 
-/** The in-memory map of routable sandboxes the proxy reads (kept in step with the store by the service). */
+/** The in-memory map of routable sandboxes the proxy reads (kept in step with the store by the lifecycle). */
 export interface SandboxIndex extends RouteIndex {
   set(target: RouteTarget): void;
   delete(sandboxID: string): void;
