@@ -22,7 +22,8 @@ import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "./store/seed.js";
 import { openStore, type Store } from "./store/store.js";
 import { ensureTls } from "./tls/certs.js";
 import { prepareDataDir, sweepStrangers, sweepTemporaries } from "./data-dir.js";
-import { diskFreeAboveFloorMB, memoryAvailableAboveFloorMB, type Budget } from "./sandboxes/budget.js";
+import { diskFreeAboveFloorMB, memoryAvailableAboveFloorMB } from "./host/floors.js";
+import type { Budget } from "./sandboxes/budget.js";
 import { SANDBOX_ID } from "./runtime/spec.js";
 
 /** A started sandboxd: its port, what to print for the user, and a stop that leaves sandboxes running. */

@@ -1,4 +1,3 @@
-import { readFileSync, statfsSync } from "node:fs";
 import type { SandboxRow } from "../store/sandboxes.js";
 import { Invalid, LimitExceeded } from "../errors.js";
 
@@ -31,32 +30,9 @@ const MiB = 2 ** 20;
 /** What a new sandbox needs available above the host's floor when memory is not reserved (an idle sandbox uses ~15 MiB). */
 export const FREE_MIN_MEMORY_MB = 256;
 
-/**
- * MiB of memory the kernel reports available now (MemAvailable: free memory and what can be
- * reclaimed), less what the host, sandboxd and the page cache keep (2 GiB or a tenth of RAM,
- * whichever is more); negative when the floor is already eaten into.
- */
-export function memoryAvailableAboveFloorMB(meminfo = (): string => readFileSync("/proc/meminfo", "utf8")): number {
-  const text = meminfo();
-  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0);
-  const total = Math.floor(kib("MemTotal") / 1024);
-  return Math.floor(kib("MemAvailable") / 1024) - Math.max(2048, Math.ceil(total / 10));
-}
-
 /** What a new sandbox needs free above the floor when disks are thin (its first writes, its console). */
 export const THIN_MIN_FREE_MB = 1024;
 
-/**
- * MiB free on the data dir's filesystem now, less a floor kept for the host, the store and
- * template layers (5 GiB or a twentieth of the filesystem, whichever is more); negative when the
- * floor is already eaten into.
- */
-export function diskFreeAboveFloorMB(dataDir: string): number {
-  const st = statfsSync(dataDir);
-  const free = Math.floor((Number(st.bavail) * Number(st.bsize)) / MiB);
-  const size = Math.floor((Number(st.blocks) * Number(st.bsize)) / MiB);
-  return free - Math.max(5120, Math.ceil(size / 20));
-}
 
 /** What a sandbox row holds: every state keeps its memory (a paused sandbox is frozen in RAM) and its disk. */
 export function reserved(rows: Iterable<SandboxRow>): Resources {

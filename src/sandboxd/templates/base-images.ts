@@ -1,6 +1,6 @@
 import type { Store } from "../store/store.js";
 import { readFileInRoot } from "../host/in-root.js";
-import { BuildFailure } from "./executor.js";
+import { BuildFailure } from "./build-failure.js";
 import type { RegistryCredentials } from "./oci/credentials.js";
 import type { ImageConfig } from "./oci/image-config.js";
 import type { ImagePuller } from "./oci/pull.js";

@@ -1,43 +1,15 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { unmount } from "../host/mounts.js";
-import type { BuildLogEntry } from "../store/builds.js";
-import type { BaseImage, BaseFrom } from "./base-images.js";
 import { dockerStartCmd } from "./docker-vars.js";
-import type { HeldFiles } from "./files.js";
 import { chainKey, flatten, mountStack, removeTree, type LayerCache } from "./layers.js";
 import { lookupUser } from "./runner.js";
+import type { BaseImage } from "./base-images.js";
+import { BuildFailure } from "./build-failure.js";
+import type { ExecutorContext } from "./build-context.js";
 import { prepareImage, runSteps, type StageEnv, type StageState } from "./stage-run.js";
 import type { BuildSpec } from "./steps.js";
 
-/** A build that failed in a step, with the message the API's `reason` shows. */
-export class BuildFailure extends Error {
-  constructor(message: string, readonly step?: string) {
-    super(message);
-  }
-}
-
-/** What the executor needs from its surroundings. */
-export interface ExecutorContext {
-  cache: LayerCache;
-  /** Where a build keeps its build sandboxes' bundles while it runs (`<dir>/<buildID>`). */
-  buildsDir: string;
-  /** Where flattened root filesystems are cached, by the key of the build's last step (`<dir>/<key>`). */
-  rootfsDir: string;
-  runcRoot: string;
-  tiniPath: string;
-  cgroupParent: string;
-  /** Who the build is for: part of every layer key, so no team is ever served (or learns of) another's layers. */
-  scope: string;
-  /** The SHA-256 of the stored upload of a COPY's files hash, or undefined when it was never uploaded. */
-  filesDigest(filesHash: string): string | undefined;
-  /** The unpacked files of that upload, held until released (undefined when gone). */
-  holdFiles(filesHash: string, digest: string): Promise<HeldFiles | undefined>;
-  /** The rootfs a fromImage or fromTemplate names, pulled if need be (throws a BuildFailure when none). */
-  baseOf(from: BaseFrom, signal: AbortSignal): Promise<BaseImage>;
-  log(e: Omit<BuildLogEntry, "timestamp">): void;
-  stepTimeoutMs: number;
-}
 
 /** The state a build carries from step to step, and what a finished build sets on its template. */
 export interface BuildOutcome {

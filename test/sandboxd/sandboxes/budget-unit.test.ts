@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { statusOf } from "../../../src/sandboxd/api/errors.js";
-import { admit, FREE_MIN_MEMORY_MB, memoryAvailableAboveFloorMB, THIN_MIN_FREE_MB, type Budget } from "../../../src/sandboxd/sandboxes/budget.js";
+import { admit, FREE_MIN_MEMORY_MB, THIN_MIN_FREE_MB, type Budget } from "../../../src/sandboxd/sandboxes/budget.js";
+import { memoryAvailableAboveFloorMB } from "../../../src/sandboxd/host/floors.js";
 
 const none = { memoryMB: 0, diskMB: 0 };
 const need = { memoryMB: 1024, diskMB: 10240 };

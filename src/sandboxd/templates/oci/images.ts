@@ -3,7 +3,7 @@
  * start and after every build, one sweep at a time.
  */
 import type { Logger } from "../../log.js";
-import { diskFreeAboveFloorMB } from "../../sandboxes/budget.js";
+import { diskFreeAboveFloorMB } from "../../host/floors.js";
 import { ImagePuller } from "./pull.js";
 import type { RegistrySettings } from "./settings.js";
 import { ImageStore } from "./store.js";
