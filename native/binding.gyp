@@ -5,7 +5,7 @@
       "sources": [
         "addon/init.c", "addon/extras.c",
         "inotify/inotify.c",
-        "spawn/spawn.c",
+        "spawn/spawn.c", "spawn/plan.c",
         "fs/asuser.c", "fs/fsat.c", "fs/fsat-born.c", "fs/fsat-walk.c", "fs/fsat-js.c"
       ],
       "include_dirs": ["addon", "spawn", "fs"],
