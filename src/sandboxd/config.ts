@@ -35,6 +35,10 @@ export interface Config {
   /** Memory and disk one team's sandboxes may reserve, MiB; undefined: only the host budget applies. */
   teamMemoryMB: number | undefined;
   teamDiskMB: number | undefined;
+  /** Where the storage pool of sandbox disks lives: the data dir's own file system (host), a loop-mounted XFS image (loop), or host when it reflinks (auto). */
+  storageBacking: "auto" | "host" | "loop";
+  /** Size of a loop-backed storage pool, MiB; undefined: half the data dir's free space at its first start. */
+  storageSizeMB: number | undefined;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -62,6 +66,8 @@ const options: Record<string, Option> = {
   "max-sandbox-memory-mb": { env: "SANDBOXD_MAX_SANDBOX_MEMORY_MB", help: "the most memory one sandbox's template may ask for, MiB (64..1048576)", def: "8192" },
   "team-memory-mb": { env: "SANDBOXD_TEAM_MEMORY_MB", help: "MiB of memory one team's sandboxes may reserve (0: only the host budget)", def: "0" },
   "team-disk-mb": { env: "SANDBOXD_TEAM_DISK_MB", help: "MiB of disk one team's sandboxes may reserve (0: only the host budget)", def: "0" },
+  "storage-backing": { env: "SANDBOXD_STORAGE_BACKING", help: "where sandbox disks and snapshots live: auto (the data dir's file system when it can reflink, else a loop-mounted XFS image under it), host or loop", def: "auto" },
+  "storage-size-mb": { env: "SANDBOXD_STORAGE_SIZE_MB", help: "MiB of a loop-backed storage pool (a sparse image, grown when larger; auto: half the data dir's free space at its first start)", def: "auto" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
@@ -170,8 +176,12 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     };
     const maxSandboxMemoryMB = mib("max-sandbox-memory-mb", 64, false)!;
     if (maxSandboxMemoryMB > 1 << 20) throw new Error(`--max-sandbox-memory-mb must be at most 1048576, got '${maxSandboxMemoryMB}'`);
+    const storageBacking = get("storage-backing");
+    if (storageBacking !== "auto" && storageBacking !== "host" && storageBacking !== "loop") throw new Error(`--storage-backing must be auto, host or loop, got '${storageBacking}'`);
     return {
       config: {
+        storageBacking,
+        storageSizeMB: mib("storage-size-mb", 1024, true),
         memoryBudgetMB: mib("memory-budget-mb", 64, true),
         diskBudgetMB: mib("disk-budget-mb", 64, true),
         maxSandboxMemoryMB,

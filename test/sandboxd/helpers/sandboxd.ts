@@ -230,6 +230,8 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
       if (exitCode === undefined) await killAll(port, ca, sdkEnv.E2B_API_KEY);
       const code = await terminate(signal);
       await sweepAll(dataDir, net.cidr);
+      // never remove the data dir through a storage pool still mounted in it
+      if (readFileSync("/proc/self/mountinfo", "utf8").includes(` ${join(dataDir, "storage")} `)) spawnSync("umount", ["-l", join(dataDir, "storage")]);
       net.release();
       held.delete(dataDir);
       if (ownDir) rmSync(dataDir, { recursive: true, force: true });
@@ -270,10 +272,17 @@ async function sweepAll(dataDir: string, cidr: string): Promise<void> {
   const { createSlotNetwork } = await import("../../../src/sandboxd/network/slot-network.js");
   const { createJsonLogger } = await import("../../../src/common/log.js");
   const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
-  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), network: createSlotNetwork({ dataDir, networkCidr: cidr, log }), log });
-  await rt.sweep(new Set());
-  // the host firewall of an instance that died without removing it
-  await rt.close?.();
+  const { StoragePool } = await import("../../../src/sandboxd/storage/pool.js");
+  // a pool made here (sandboxd died before making its own) is small: it is removed with the data dir
+  const storage = await StoragePool.open({ dataDir, sizeMB: 1024, log });
+  try {
+    const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), network: createSlotNetwork({ dataDir, networkCidr: cidr, log }), storage, log });
+    await rt.sweep(new Set());
+    // the host firewall of an instance that died without removing it
+    await rt.close?.();
+  } finally {
+    if (!(await storage.close())) spawnSync("umount", ["-l", join(dataDir, "storage")]);
+  }
 }
 
 /** The warm pool's ready sandboxes as sandboxd's /metrics reports them, summed over templates. */
