@@ -145,13 +145,15 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({
       store, runtime, log, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID, budget,
+      maxSnapshots: config.teamMaxSnapshots,
     });
     metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();
     sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION,
-      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
+      // snapshots of a template's sandboxes start on its files as much as its sandboxes run on them
+      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length + store.snapshots.countByTemplate(id),
     });
     await templates.recover();
     if (closing) return;

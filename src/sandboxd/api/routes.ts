@@ -12,6 +12,7 @@ import { objectBody, onlyKnown, optBool, optInt } from "./validate.js";
 import { TEMPLATE_ROUTES } from "./template-routes.js";
 import { KEY_ROUTES } from "./key-routes.js";
 import { UNSERVED_ROUTES } from "./unserved-routes.js";
+import { SNAPSHOT_ROUTES } from "./snapshot-routes.js";
 
 /** The connect timeout when a client sends none (the SDKs' own default). */
 const CONNECT_DEFAULT_TIMEOUT_S = 300;
@@ -43,6 +44,7 @@ const ID = "([^/]+)";
 /** The control API's routes. */
 export const ROUTES: Route[] = [
   ...METRICS_ROUTES,
+  ...SNAPSHOT_ROUTES,
   ...TEMPLATE_ROUTES,
   { method: "POST", path: /^\/sandboxes$/, handle: create(V1_CREATE_DEFAULTS) },
   { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(V2_CREATE_DEFAULTS) },

@@ -15,6 +15,8 @@ import { reconcile } from "./reconcile.js";
 import { templateAliasBody } from "./resolve.js";
 import { connectSandbox, resumeOnTraffic, resumeSandbox } from "./resume.js";
 import { killSandbox, pauseSandbox } from "./stop.js";
+import { forkSandbox, type ForkResult } from "./fork.js";
+import { deleteSnapshot, listSnapshots, takeSnapshot, type SnapshotInfo, type SnapshotQuery } from "./snapshots.js";
 
 type Body = Record<string, unknown>;
 
@@ -35,6 +37,14 @@ export interface SandboxService {
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
+  /** POST /sandboxes/{id}/snapshots: a snapshot of a running or paused sandbox's disk, named or not. */
+  snapshot(teamID: string, id: string, name: string | undefined): Promise<SnapshotInfo>;
+  /** GET /snapshots: one page of the team's snapshots. */
+  listSnapshots(teamID: string, q: SnapshotQuery): { items: SnapshotInfo[]; nextToken?: string };
+  /** Deletes the team's snapshot a reference names; false when there is none (409 while a create copies it). */
+  deleteSnapshot(teamID: string, ref: string): Promise<boolean>;
+  /** POST /sandboxes/{id}/fork: `count` sandboxes from one snapshot of a running sandbox, each made or failed. */
+  fork(teamID: string, id: string, count: number, timeout: number): Promise<ForkResult[]>;
   /**
    * Resumes a paused sandbox created with autoResume because traffic came for it (the proxy's
    * call), for AUTO_RESUME_TIMEOUT_S; true once it runs. Concurrent calls share one resume.
@@ -76,6 +86,10 @@ export function createSandboxService(opts: LifecycleOptions): SandboxService {
     setTimeout: (teamID, id, timeout) => l.lane(id, async () => l.keepAlive(l.owned(teamID, id, ["running"]), Math.max(0, timeout), true)),
     refresh: (teamID, id, duration) => l.lane(id, async () => l.keepAlive(l.owned(teamID, id, ["running"]), duration, false)),
     kill: (teamID, id) => killSandbox(l, teamID, id),
+    snapshot: (teamID, id, name) => takeSnapshot(l, teamID, id, name),
+    listSnapshots: (teamID, q) => listSnapshots(l, teamID, q),
+    deleteSnapshot: (teamID, ref) => l.track(deleteSnapshot(l, teamID, ref)),
+    fork: (teamID, id, count, timeout) => l.track(forkSandbox(l, teamID, id, count, timeout)),
     updateNetwork: (teamID, id, update) => updateNetwork(l, teamID, id, update),
     templateByAlias: (teamID, alias) => templateAliasBody(l.store, teamID, alias),
     pool: l.warm.pool,

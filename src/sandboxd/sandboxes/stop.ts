@@ -1,6 +1,6 @@
 /** Pausing and killing a sandbox, by the API or by the evictor. */
 import type { SandboxRow } from "../store/sandboxes.js";
-import { Conflict } from "../errors.js";
+import { Conflict, OperationFailed } from "../errors.js";
 import type { Lifecycle } from "./lifecycle.js";
 
 /** Freezes a sandbox and records it paused. */
@@ -12,7 +12,12 @@ export async function pauseRow(l: Lifecycle, row: SandboxRow): Promise<void> {
 /** Takes a sandbox off the routes, removes it from the runtime and forgets its row. */
 export async function killRow(l: Lifecycle, row: SandboxRow): Promise<void> {
   l.unroute(row);
-  await l.runtime.remove(row.id);
+  try {
+    await l.runtime.remove(row.id);
+  } catch (err) {
+    l.log.error({ sandboxID: row.id, err: (err as Error).message }, "removing a sandbox failed");
+    throw new OperationFailed(`Failed to kill sandbox ${row.id}: ${(err as Error).message}`);
+  }
   l.forget(row.id);
 }
 
