@@ -1,10 +1,13 @@
-// Snapshots and forks with the published SDK against a real sandboxd on real runc: a snapshot
-// holds the files written before it, a create from it sees them (with its own variables), it is
-// listed, paged, named again and deleted; a fork's sandboxes share the parent's past and none of
-// each other's future; quotas and bad input get the SDK's errors.
+// Snapshots, forks and pause to disk with the published SDK against a real sandboxd on real
+// runc: a snapshot holds the files written before it, a create from it sees them (with its own
+// variables), it is listed, paged, named again and deleted; a fork's sandboxes share the parent's
+// past and none of each other's future; a sandbox paused to disk survives a SIGKILL of sandboxd
+// and comes back cold on its own disk; quotas and bad input get the SDK's errors.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { api } from "./helpers/api-client.js";
 import { sandboxSkipReason, startSandboxd, type Sandboxd } from "./helpers/sandboxd.js";
 import { runSdk } from "./helpers/sdk-run.js";
@@ -15,6 +18,8 @@ const MAX_SNAPSHOTS = 4;
 describe("snapshots and forks through the published SDK", { skip: sandboxSkipReason() ?? false }, () => {
   let s: Sandboxd;
   let ca: Buffer;
+  /** The instance a test killed: stopped last, as it owns the data dir its successor runs on. */
+  let killed: Sandboxd | undefined;
 
   before(async () => {
     s = await startSandboxd({ args: ["--team-max-snapshots", String(MAX_SNAPSHOTS)] });
@@ -22,6 +27,7 @@ describe("snapshots and forks through the published SDK", { skip: sandboxSkipRea
   });
   after(async () => {
     await s?.stop();
+    await killed?.stop();
   });
 
   /** The team's snapshot IDs, as GET /snapshots lists them. */
@@ -140,6 +146,56 @@ describe("snapshots and forks through the published SDK", { skip: sandboxSkipRea
     assert.equal(got.snapshotsListed, 0, "a fork's snapshot is its own, never listed");
     assert.equal(got.forkAfterParent, "from the parent", "forks outlive their parent");
     assert.deepEqual(await snapshotIDs(), []);
+  });
+
+  test("pause to disk (pause keepMemory false, and onTimeout pause keepMemory false) survives SIGKILL of sandboxd; a frozen sandbox whose processes died comes back from disk", async () => {
+    const made = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const out = {};
+      const sbx = await Sandbox.create({ timeoutMs: 120_000, envs: { KEPT: "env" }, metadata: { keep: "meta" } });
+      await sbx.files.write("/home/user/note.txt", "on disk");
+      await sbx.commands.run("sleep 1000", { background: true });
+      out.paused = await sbx.pause({ keepMemory: false });
+      out.state = (await Sandbox.getInfo(sbx.sandboxId)).state;
+      out.toDisk = sbx.sandboxId;
+      const timed = await Sandbox.create({ timeoutMs: 3_000, lifecycle: { onTimeout: { action: "pause", keepMemory: false } } });
+      await timed.files.write("/home/user/timed.txt", "timed out");
+      for (let i = 0; i < 600 && (await Sandbox.getInfo(timed.sandboxId)).state !== "paused"; i++) await new Promise((r) => setTimeout(r, 100));
+      out.timed = timed.sandboxId;
+      out.timedState = (await Sandbox.getInfo(timed.sandboxId)).state;
+      const frozen = await Sandbox.create({ timeoutMs: 120_000 });
+      await frozen.files.write("/home/user/frozen.txt", "was frozen");
+      await frozen.pause();
+      out.frozen = frozen.sandboxId;
+      console.log(JSON.stringify(out));
+    `);
+    assert.deepEqual([made.paused, made.state, made.timedState], [true, "paused", "paused"]);
+    // sandboxd dies; the frozen sandbox's processes die too (as on a host reboot)
+    assert.equal(await s.terminate("SIGKILL"), null);
+    spawnSync("runc", ["--root", join(s.dataDir, "runc"), "delete", "--force", made.frozen]);
+    killed = s;
+    s = await startSandboxd({ dataDir: killed.dataDir, args: ["--team-max-snapshots", String(MAX_SNAPSHOTS)] });
+    const got = await runSdk(s, `
+      import { Sandbox } from "e2b";
+      const out = {};
+      out.listed = (await Sandbox.list({ query: { state: ["paused"] } }).nextItems()).map((x) => x.sandboxId).sort();
+      const sbx = await Sandbox.connect(${JSON.stringify(made.toDisk)});
+      out.note = (await sbx.commands.run("cat /home/user/note.txt; echo; echo $KEPT; pgrep -x sleep || echo no-sleep")).stdout;
+      out.meta = (await sbx.getInfo()).metadata.keep;
+      out.sameID = sbx.sandboxId;
+      const timed = await Sandbox.connect(${JSON.stringify(made.timed)}, { timeoutMs: 60_000 });
+      out.timed = await timed.files.read("/home/user/timed.txt");
+      const frozen = await Sandbox.connect(${JSON.stringify(made.frozen)}, { timeoutMs: 60_000 });
+      out.frozen = await frozen.files.read("/home/user/frozen.txt");
+      for (const x of [sbx, timed, frozen]) await x.kill();
+      console.log(JSON.stringify(out));
+    `);
+    assert.deepEqual(got.listed, [made.toDisk, made.timed, made.frozen].sort(), "all three are paused after the restart");
+    assert.equal(got.note, "on disk\nenv\nno-sleep\n", "files and the create's variables are kept; processes are not");
+    assert.equal(got.meta, "meta");
+    assert.equal(got.sameID, made.toDisk);
+    assert.equal(got.timed, "timed out");
+    assert.equal(got.frozen, "was frozen");
   });
 
   test("bad input and quotas: unknown sandbox or snapshot 404, bad count or name 400, past the team's quota 429", async () => {

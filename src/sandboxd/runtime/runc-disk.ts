@@ -2,12 +2,13 @@
 // pool (a reflink of the golden image, of a snapshot, or the sandbox's own disk kept by a stop),
 // loop-mounted at `<sandbox dir>/disk` on the host; snapshots are reflinks of it taken while the
 // container and the file system are frozen.
-import { readdirSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.js";
 import { mountDiskImage, unmountDisk } from "../host/disk.js";
 import { isMounted } from "../host/mounts.js";
 import { syncFs, thawFs, withFrozenFs } from "../storage/freeze.js";
+import { StorageError } from "../storage/errors.js";
 import type { StoragePool } from "../storage/pool.js";
 import type { RuncCli } from "./runc-cli.js";
 import type { SandboxSpec } from "./runtime.js";
@@ -45,9 +46,20 @@ export class SandboxDisks {
     return unmountDisk(target);
   }
 
-  /** Removes sandbox `id`'s disk image from the pool (it must be unmounted). */
-  remove(id: string): Promise<void> {
-    return this.pool.removeDisk(id);
+  /**
+   * Removes sandbox `id`'s disk image from the pool (it is unmounted here). A loop device still
+   * attached to it (a mount namespace elsewhere on the host holds a copy of the disk's mount) does
+   * not keep the sandbox from going: the file is unlinked, and its blocks come back to the pool
+   * when that device is released.
+   */
+  async remove(id: string): Promise<void> {
+    try {
+      await this.pool.removeDisk(id);
+    } catch (err) {
+      if (!(err instanceof StorageError && err.code === "busy")) throw err;
+      this.log.warn({ sandboxID: id }, "the sandbox's disk is still attached to a loop device after its unmount (held by another mount namespace); unlinked, its space returns when that is released");
+      rmSync(this.pool.diskPath(id), { force: true });
+    }
   }
 
   /**

@@ -31,9 +31,11 @@ export interface SandboxService {
   consoleOutput(teamID: string, id: string, maxBytes: number): Promise<{ bytes: Buffer; startedAt: string }>;
   listV1(teamID: string, metadata: [string, string][]): Body[];
   listV2(teamID: string, q: ListQuery): { items: Body[]; nextToken?: string; totalRunning?: number };
-  connect(teamID: string, id: string, timeout: number): Promise<{ status: 200 | 201; body: Body }>;
-  resume(teamID: string, id: string, timeout: number, autoPause?: boolean): Promise<Body>;
-  pause(teamID: string, id: string): Promise<void>;
+  /** `memory` false (onResume 'reboot'): a paused sandbox is cold-started on its disk, even one frozen in memory. */
+  connect(teamID: string, id: string, timeout: number, memory?: boolean): Promise<{ status: 200 | 201; body: Body }>;
+  resume(teamID: string, id: string, timeout: number, autoPause?: boolean, memory?: boolean): Promise<Body>;
+  /** `keepMemory` false pauses to disk: memory and CPU freed, resumed by a cold start. */
+  pause(teamID: string, id: string, keepMemory?: boolean): Promise<void>;
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
@@ -80,9 +82,9 @@ export function createSandboxService(opts: LifecycleOptions): SandboxService {
     consoleOutput: (teamID, id, maxBytes) => consoleOutput(l, teamID, id, maxBytes),
     listV1: (teamID, metadata) => listV1(l, teamID, metadata),
     listV2: (teamID, q) => listV2(l, teamID, q),
-    connect: (teamID, id, timeout) => connectSandbox(l, teamID, id, timeout),
-    resume: (teamID, id, timeout, autoPause) => resumeSandbox(l, teamID, id, timeout, autoPause),
-    pause: (teamID, id) => pauseSandbox(l, teamID, id),
+    connect: (teamID, id, timeout, memory) => connectSandbox(l, teamID, id, timeout, memory),
+    resume: (teamID, id, timeout, autoPause, memory) => resumeSandbox(l, teamID, id, { timeout, autoPause, memory }),
+    pause: (teamID, id, keepMemory) => pauseSandbox(l, teamID, id, keepMemory),
     setTimeout: (teamID, id, timeout) => l.lane(id, async () => l.keepAlive(l.owned(teamID, id, ["running"]), Math.max(0, timeout), true)),
     refresh: (teamID, id, duration) => l.lane(id, async () => l.keepAlive(l.owned(teamID, id, ["running"]), duration, false)),
     kill: (teamID, id) => killSandbox(l, teamID, id),
