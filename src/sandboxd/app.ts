@@ -14,6 +14,8 @@ import { createApiHandler } from "./api/handler.js";
 import { createDashboard, resolveDashboardDir } from "./dashboard/serve.js";
 import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
+import type { Runtime } from "./runtime/runtime.js";
+import { StoragePool } from "./storage/pool.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createTemplateService, type TemplateService } from "./templates/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
@@ -115,10 +117,15 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   const egress: EgressServices | undefined = await startEgressServices({ egressInterface, dnsUpstream: config.dnsUpstream, policyOf: (ip) => service?.egressOf(ip), log });
   // the runtime is given the sandboxes' network, as a container runtime is given its CNI plugin
   const network = createSlotNetwork({ dataDir: config.dataDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
-  const runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, network, log });
+  let storage: StoragePool | undefined;
+  let runtime: Runtime;
   try {
+    // sandbox disks and snapshots live in the storage pool: reflinks, so a disk, a snapshot or a fork costs metadata
+    storage = await StoragePool.open({ dataDir: config.dataDir, backing: config.storageBacking, sizeMB: config.storageSizeMB, log });
+    runtime = createRuncRuntime({ dataDir: config.dataDir, envdDir, network, storage, log });
     await runtime.start?.();
   } catch (err) {
+    await storage?.close();
     egress?.close();
     store.close();
     throw err;
@@ -139,13 +146,15 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     state = { ready: false, reason: "finding the sandboxes of the last run" };
     service = createSandboxService({
       store, runtime, log, onStarted: (teamID) => metrics.sampler.started(teamID), warmPoolSize: config.warmPool, defaultTemplateID: templateID, budget,
+      maxSnapshots: config.teamMaxSnapshots,
     });
     metrics.warmPool = () => service!.pool.stats();
     await service.reconcile();
     sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
-      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length,
+      // snapshots of a template's sandboxes start on its files as much as its sandboxes run on them
+      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length + store.snapshots.countByTemplate(id),
     });
     await templates.recover();
     if (closing) return;
@@ -179,6 +188,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       egress?.close();
       // a sandboxd stopped with no sandbox leaves no host firewall behind (one with sandboxes keeps it for them)
       await runtime.close?.().catch((err: Error) => log.error({ err: err.message }, "removing the host firewall failed"));
+      // a pool whose disks are still in use (sandboxes outlive the process) stays mounted for the next start
+      await storage.close().catch((err: Error) => log.error({ err: err.message }, "closing the storage pool failed"));
       store.close();
     },
   };

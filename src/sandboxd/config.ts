@@ -38,6 +38,12 @@ export interface Config {
   teamDiskMB: number | undefined;
   /** How base images are pulled: Docker Hub mirrors, insecure registries, the host's credentials file. */
   registry: RegistrySettings;
+  /** Where the storage pool of sandbox disks lives: the data dir's own file system (host), a loop-mounted XFS image (loop), or host when it reflinks (auto). */
+  storageBacking: "auto" | "host" | "loop";
+  /** Size of a loop-backed storage pool, MiB; undefined: half the data dir's free space at its first start. */
+  storageSizeMB: number | undefined;
+  /** Snapshots one team may keep at once. */
+  teamMaxSnapshots: number;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -69,6 +75,9 @@ const options: Record<string, Option> = {
   "insecure-registry": { env: "SANDBOXD_INSECURE_REGISTRIES", help: "registry host[:port] pulled from over plain HTTP or unverified TLS (repeatable; the variable is comma-separated)", def: "" },
   "registry-auth-file": { env: "SANDBOXD_REGISTRY_AUTH_FILE", help: "docker config.json with credentials for private registries, used by builds that bring none", def: "" },
   "image-cache-hours": { env: "SANDBOXD_IMAGE_CACHE_HOURS", help: "hours a pulled base image no build used stays cached (sooner when the disk is short)", def: "24" },
+  "storage-backing": { env: "SANDBOXD_STORAGE_BACKING", help: "where sandbox disks and snapshots live: auto (the data dir's file system when it can reflink, else a loop-mounted XFS image under it), host or loop", def: "auto" },
+  "storage-size-mb": { env: "SANDBOXD_STORAGE_SIZE_MB", help: "MiB of a loop-backed storage pool (a sparse image, grown when larger; auto: half the data dir's free space at its first start)", def: "auto" },
+  "team-max-snapshots": { env: "SANDBOXD_TEAM_MAX_SNAPSHOTS", help: "snapshots one team may keep at once", def: "100" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
@@ -194,8 +203,15 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     };
     const maxSandboxMemoryMB = mib("max-sandbox-memory-mb", 64, false)!;
     if (maxSandboxMemoryMB > 1 << 20) throw new Error(`--max-sandbox-memory-mb must be at most 1048576, got '${maxSandboxMemoryMB}'`);
+    const storageBacking = get("storage-backing");
+    if (storageBacking !== "auto" && storageBacking !== "host" && storageBacking !== "loop") throw new Error(`--storage-backing must be auto, host or loop, got '${storageBacking}'`);
+    const teamMaxSnapshots = get("team-max-snapshots");
+    if (!/^\d{1,6}$/.test(teamMaxSnapshots)) throw new Error(`--team-max-snapshots must be a whole number from 0 to 999999, got '${teamMaxSnapshots}'`);
     return {
       config: {
+        storageBacking,
+        storageSizeMB: mib("storage-size-mb", 1024, true),
+        teamMaxSnapshots: Number(teamMaxSnapshots),
         memoryBudgetMB: mib("memory-budget-mb", 64, true),
         diskBudgetMB: mib("disk-budget-mb", 64, true),
         maxSandboxMemoryMB,

@@ -114,9 +114,8 @@ export function parseCreateBody(body: unknown, defaults: CreateDefaults): Create
     autoResume = optBool(ar as Record<string, unknown>, "enabled") ?? false;
   }
   if (autoPauseMemory !== undefined && !autoPause) throw new Invalid("autoPauseMemory can only be set together with autoPause");
-  if (autoPauseMemory !== undefined && autoResume) throw new Invalid("autoPauseMemory cannot be set together with autoResume.enabled");
+  if (autoPauseMemory === false && autoResume) throw new Invalid("autoPauseMemory=false cannot be set together with autoResume.enabled: a sandbox paused to disk is resumed only explicitly (connect or resume)");
   if (autoResume && !autoPause) throw new Invalid("autoResume.enabled requires autoPause (the lifecycle's onTimeout: pause)");
-  if (autoPauseMemory === false) throw new Invalid("autoPauseMemory=false (a filesystem-only pause) is not supported by this server");
   if (o.volumeMounts !== undefined && o.volumeMounts !== null && !Array.isArray(o.volumeMounts)) throw invalid(`field "volumeMounts" must be an array`);
   if (Array.isArray(o.volumeMounts) && o.volumeMounts.length > 0) throw new Invalid("volumeMounts are not supported by this server");
   checkMcp(o.mcp);
@@ -127,6 +126,7 @@ export function parseCreateBody(body: unknown, defaults: CreateDefaults): Create
     templateID,
     timeout: optInt(o, "timeout") ?? defaults.timeoutS,
     autoPause,
+    autoPauseMemory,
     autoResume,
     secure,
     allowInternetAccess: optBool(o, "allow_internet_access"),

@@ -7,11 +7,12 @@ import { parseListQuery } from "./list-query.js";
 import { LOGS_ROUTES } from "./logs-routes.js";
 import { NETWORK_ROUTES } from "./network-routes.js";
 import { parseMetadataFilter } from "../sandboxes/list.js";
-import { invalid, Invalid } from "../errors.js";
+import { invalid } from "../errors.js";
 import { objectBody, onlyKnown, optBool, optInt } from "./validate.js";
 import { TEMPLATE_ROUTES } from "./template-routes.js";
 import { KEY_ROUTES } from "./key-routes.js";
 import { UNSERVED_ROUTES } from "./unserved-routes.js";
+import { SNAPSHOT_ROUTES } from "./snapshot-routes.js";
 
 /** The connect timeout when a client sends none (the SDKs' own default). */
 const CONNECT_DEFAULT_TIMEOUT_S = 300;
@@ -19,14 +20,13 @@ const CONNECT_DEFAULT_TIMEOUT_S = 300;
 const create = (defaults: CreateDefaults) => async (c: RouteContext) => sendJson(c.res, 201, await c.sandboxes.create(c.teamID, parseCreateBody(await readJson(c.req), defaults)));
 
 /**
- * The body of connect and resume. `memory: false` asks to cold-boot a paused sandbox from its
- * disk alone; sandboxd always keeps the memory of a pause, and the spec says a server without that
- * capability refuses the field rather than restore memory in its place.
+ * The body of connect and resume. `memory: false` (the SDK's onResume 'reboot') cold-boots a
+ * paused sandbox from its disk alone, a frozen one too (its memory is dropped).
  */
 function resumeBody(raw: unknown, fields: readonly string[]): Record<string, unknown> {
   const body = objectBody(raw, true);
   onlyKnown(body, fields, "");
-  if (optBool(body, "memory") === false) throw new Invalid(`field "memory": resuming from the disk alone (memory=false, the SDK's onResume 'reboot') is not supported by this server`);
+  optBool(body, "memory");
   return body;
 }
 
@@ -34,7 +34,7 @@ const connect = async (c: RouteContext) => {
   const body = resumeBody(await readJson(c.req), ["timeout", "memory"]);
   const timeout = optInt(body, "timeout") ?? CONNECT_DEFAULT_TIMEOUT_S;
   if (timeout < 0) throw invalid(`field "timeout": number must be at least 0`);
-  const r = await c.sandboxes.connect(c.teamID, c.id, timeout);
+  const r = await c.sandboxes.connect(c.teamID, c.id, timeout, optBool(body, "memory"));
   sendJson(c.res, r.status, r.body);
 };
 
@@ -43,6 +43,7 @@ const ID = "([^/]+)";
 /** The control API's routes. */
 export const ROUTES: Route[] = [
   ...METRICS_ROUTES,
+  ...SNAPSHOT_ROUTES,
   ...TEMPLATE_ROUTES,
   { method: "POST", path: /^\/sandboxes$/, handle: create(V1_CREATE_DEFAULTS) },
   { method: "POST", path: /^\/v2\/sandboxes$/, handle: create(V2_CREATE_DEFAULTS) },
@@ -67,7 +68,7 @@ export const ROUTES: Route[] = [
     path: new RegExp(`^/sandboxes/${ID}/resume$`),
     async handle(c) {
       const body = resumeBody(await readJson(c.req), ["timeout", "memory", "autoPause"]);
-      sendJson(c.res, 201, await c.sandboxes.resume(c.teamID, c.id, optInt(body, "timeout") ?? 15, optBool(body, "autoPause")));
+      sendJson(c.res, 201, await c.sandboxes.resume(c.teamID, c.id, optInt(body, "timeout") ?? 15, optBool(body, "autoPause"), optBool(body, "memory")));
     },
   },
   {
@@ -100,8 +101,8 @@ export const ROUTES: Route[] = [
     async handle(c) {
       const body = objectBody(await readJson(c.req), true);
       onlyKnown(body, ["memory"], "");
-      if (optBool(body, "memory") === false) throw invalid(`field "memory": a filesystem-only pause is not supported by this server`);
-      await c.sandboxes.pause(c.teamID, c.id);
+      // memory false: paused to disk (memory and CPU freed; a resume cold-starts it on its disk)
+      await c.sandboxes.pause(c.teamID, c.id, optBool(body, "memory") ?? true);
       sendEmpty(c.res);
     },
   },

@@ -5,7 +5,7 @@ const SEG = "[^/]+";
 
 /**
  * Answers an operation of E2B's API that sandboxd does not serve with 501. The SDK turns a 404 of
- * most of these (createSnapshot, fork, getInfo of a volume ...) into "sandbox not found", which
+ * most of these (getInfo of a volume, a secret ...) into "sandbox not found", which
  * would send a user hunting for a sandbox that exists; a 501 reaches them as what it is.
  */
 function unserved(method: string, path: string, operation: string, opts: { public?: boolean } = {}): Route {
@@ -27,9 +27,6 @@ function unserved(method: string, path: string, operation: string, opts: { publi
  * token, not a team key: they are answered without authentication, as no volume can exist.
  */
 export const UNSERVED_ROUTES: Route[] = [
-  unserved("POST", `/sandboxes/(${SEG})/fork`, "Forking a sandbox"),
-  unserved("POST", `/sandboxes/(${SEG})/snapshots`, "Creating a snapshot"),
-  unserved("GET", `/snapshots`, "Listing snapshots"),
   unserved("GET", `/secrets`, "Listing secrets"),
   unserved("POST", `/secrets`, "Creating a secret"),
   unserved("GET", `/secrets/(${SEG})`, "Getting a secret"),

@@ -1,4 +1,4 @@
-/** A sandbox's writable disk: a sparse ext4 image loop-mounted on the host. */
+/** A sandbox's writable disk: an ext4 image loop-mounted on the host. */
 import { closeSync, ftruncateSync, mkdirSync, openSync } from "node:fs";
 import { mustExec } from "./exec.js";
 import { unmount } from "./mounts.js";
@@ -22,6 +22,16 @@ export async function mountDisk(p: { image: string; target: string; sizeMB: numb
   await mustExec("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", p.image], { nice: p.nice });
   mkdirSync(p.target, { mode: 0o755 });
   // the loop device goes with the unmount (mount sets autoclear)
+  await mustExec("mount", ["-o", "loop,nosuid,nodev,noatime", p.image, p.target], { nice: p.nice });
+}
+
+/**
+ * Loop-mounts the ext4 disk image `image` (already formatted: a reflink of the storage pool's
+ * golden image or of a snapshot) at `target`, made when missing. The loop device goes with the
+ * unmount (mount sets autoclear).
+ */
+export async function mountDiskImage(p: { image: string; target: string; nice?: number }): Promise<void> {
+  mkdirSync(p.target, { recursive: true, mode: 0o755 });
   await mustExec("mount", ["-o", "loop,nosuid,nodev,noatime", p.image, p.target], { nice: p.nice });
 }
 

@@ -1,14 +1,11 @@
-import { rm } from "node:fs/promises";
-import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { createSerializer } from "../serial.js";
 import { removeCgroup, setCpuShares } from "../host/cgroups.js";
-import { mountDisk, unmountDisk } from "../host/disk.js";
 import { assertIdRangeFree, MAPPED_ROOT } from "../host/idmap.js";
 import { statInRootFollowing } from "../host/in-root.js";
 import { instanceKey } from "../host/instance.js";
-import { isMounted, unmount } from "../host/mounts.js";
 import { protectFromOom } from "../host/oom.js";
 import { overlayOptions } from "../host/overlay.js";
 import { assertReachableBySandboxes } from "../host/reach.js";
@@ -19,6 +16,9 @@ import { ENVD_PORT } from "../envd-client/port.js";
 import { BACKGROUND_NICE, checkSpec, SANDBOX_ID } from "./spec.js";
 import { consolePath, consoleText, readConsoleTail } from "./console.js";
 import { RuncCli } from "./runc-cli.js";
+import { teardownSandbox } from "./runc-teardown.js";
+import { diskSource, SandboxDisks } from "./runc-disk.js";
+import type { StoragePool } from "../storage/pool.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
 import { RecordStore, type SandboxRecord } from "./state.js";
 import { waitForPort } from "./wait.js";
@@ -31,6 +31,8 @@ export interface RuncOptions {
   envdDir: string;
   /** The sandboxes' network: their addresses, wiring and egress rules (the runtime only asks for them). */
   network: SandboxNetwork;
+  /** The storage pool sandbox disks and snapshots live in (opened and closed by the caller). */
+  storage: StoragePool;
   log: Logger;
   /** Most processes (and threads) one sandbox may have at once (default 1024). */
   pidsLimit?: number;
@@ -52,6 +54,7 @@ class RuncRuntime implements Runtime {
   private readonly runc: RuncCli;
   private readonly records: RecordStore;
   private readonly network: SandboxNetwork;
+  private readonly diskPool: SandboxDisks;
   private readonly tiniPath: string;
   /** Operations on one sandbox run one after another. */
   private readonly serial = createSerializer();
@@ -69,6 +72,7 @@ class RuncRuntime implements Runtime {
     this.runc = new RuncCli(join(this.dataDir, "runc"));
     this.records = new RecordStore(join(this.dataDir, "runtime", "sandboxes"));
     this.network = opts.network;
+    this.diskPool = new SandboxDisks(opts.storage, opts.log);
     this.tiniPath = opts.tiniPath ?? "/usr/bin/tini-static";
     assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
     assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
@@ -94,7 +98,7 @@ class RuncRuntime implements Runtime {
         this.opts.log.info({ sandboxID: id, ip: addr.ip, ms: Date.now() - t0 }, "sandbox started");
         return addr;
       } catch (err) {
-        await this.teardown(id).catch((e: unknown) => this.opts.log.error({ sandboxID: id, err: e }, "cleanup after a failed create failed"));
+        await this.teardown(id, !!spec.keptDisk).catch((e: unknown) => this.opts.log.error({ sandboxID: id, err: e }, "cleanup after a failed create failed"));
         throw err;
       }
     });
@@ -114,11 +118,12 @@ class RuncRuntime implements Runtime {
     // a sandbox made ahead of need runs its host-side tools niced (runc itself is not: the
     // container's processes would inherit it; their CPU share is set by the cgroup instead)
     const nice = spec.background ? BACKGROUND_NICE : undefined;
-    await mountDisk({ image: join(dir, "disk.img"), target: disk, sizeMB: spec.diskSizeMB, nice });
+    await this.diskPool.attach(id, diskSource(spec), disk, nice);
     const upper = join(disk, "upper");
     const rootfs = join(dir, "rootfs");
-    for (const d of [upper, join(disk, "work"), rootfs]) mkdirSync(d, { mode: 0o755 });
-    chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
+    // a disk copied from a snapshot or kept by a stop has its upper and work directories already
+    for (const d of [upper, join(disk, "work"), rootfs]) if (!existsSync(d)) mkdirSync(d, { mode: 0o755 });
+    if (!spec.fromSnapshot && !spec.keptDisk) chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
     // on the sandbox's own disk (out of its sight): a sandbox that grows its /etc/hosts fills its disk only
     const identity = identityMounts(join(disk, "identity"), { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: lease.ip, nameserver: lease.hostIp });
     const hasUser = !!statInRootFollowing(spec.rootfs, "home/user")?.isDirectory();
@@ -198,37 +203,38 @@ class RuncRuntime implements Runtime {
 
   remove(sandboxID: string): Promise<void> {
     if (!SANDBOX_ID.test(sandboxID)) return Promise.resolve();
-    return this.serial(sandboxID, () => this.teardown(sandboxID));
+    return this.serial(sandboxID, () => this.teardown(sandboxID, false));
   }
 
-  /** Removes whatever exists of a sandbox, each step on its own, so half-made ones go too. */
-  private async teardown(id: string): Promise<void> {
-    const dir = this.dirOf(id);
-    const errors: string[] = [];
-    const step = async (what: string, fn: () => unknown) => {
-      try {
-        await fn();
-      } catch (err) {
-        errors.push(`${what}: ${(err as Error).message}`);
-      }
-    };
-    await step("container", () => this.runc.destroy(id));
-    // with the processes gone, the network and the layer come apart independently
-    await Promise.all([
-      step("network", () => this.network.detach(id)),
-      (async () => {
-        await step("rootfs", () => unmount(join(dir, "rootfs")));
-        await step("disk", () => unmountDisk(join(dir, "disk")));
-        await step("cgroup", () => removeCgroup(`/${this.cgroupParent}/${id}`));
-        await step("files", async () => {
-          // never into a mount: the layer is removed only once nothing is mounted on it
-          for (const m of ["rootfs", "disk"]) if (isMounted(join(dir, m))) throw new Error(`${m} still mounted; files kept`);
-          await rm(dir, { recursive: true, force: true });
-        });
-      })(),
-    ]);
-    await step("slot", () => this.network.release(id));
-    if (errors.length > 0) throw new Error(`removing sandbox ${id} left something behind: ${errors.join("; ")}`);
+  stop(sandboxID: string, opts: { keepDisk: boolean }): Promise<void> {
+    if (!SANDBOX_ID.test(sandboxID)) return Promise.resolve();
+    return this.serial(sandboxID, () => this.teardown(sandboxID, opts.keepDisk));
+  }
+
+  snapshot(sandboxID: string, snapshotID: string): Promise<{ sizeBytes: number }> {
+    return this.serial(sandboxID, async () => {
+      if (!SANDBOX_ID.test(sandboxID) || !this.diskPool.ids().includes(sandboxID)) throw new Error(`sandbox ${sandboxID} has no disk in the runtime`);
+      await this.diskPool.snapshot(sandboxID, join(this.dirOf(sandboxID), "disk"), snapshotID, this.runc);
+      return { sizeBytes: statSync(this.diskPool.pool.snapshotPath(snapshotID)).blocks * 512 };
+    });
+  }
+
+  removeSnapshot(snapshotID: string): Promise<void> {
+    return this.diskPool.pool.removeSnapshot(snapshotID);
+  }
+
+  async snapshots(): Promise<string[]> {
+    return this.diskPool.pool.listSnapshots();
+  }
+
+  async disks(): Promise<string[]> {
+    return this.diskPool.ids();
+  }
+
+  /** Removes whatever exists of a sandbox (half-made ones too), then its record; `keepDisk` leaves its disk image in the pool. */
+  private async teardown(id: string, keepDisk: boolean): Promise<void> {
+    const parts = { runc: this.runc, network: this.network, disks: this.diskPool, dir: this.dirOf(id), cgroup: `/${this.cgroupParent}/${id}` };
+    await teardownSandbox(parts, id, keepDisk);
     this.records.delete(id);
   }
 
@@ -238,8 +244,9 @@ class RuncRuntime implements Runtime {
   }
 
   async list(): Promise<ObservedSandbox[]> {
-    // the first look of a new process waits for runc commands a killed predecessor left running
-    this.settled ??= this.runc.settle();
+    // the first look of a new process waits for runc commands a killed predecessor left running,
+    // then thaws any disk a crash left fsfrozen mid-snapshot
+    this.settled ??= this.runc.settle().then(() => this.diskPool.thawAll(this.sandboxesDir));
     await this.settled;
     const containers = new Map((await this.runc.list()).map((c) => [c.id, c]));
     const out: ObservedSandbox[] = [];
@@ -258,6 +265,7 @@ class RuncRuntime implements Runtime {
       ...readdirSync(this.sandboxesDir),
       ...(await this.runc.list()).map((c) => c.id),
       ...this.network.claimed(),
+      ...this.diskPool.ids(),
     ]);
     for (const id of ids) {
       if (keep.has(id) || !SANDBOX_ID.test(id) || this.serial.busy(id)) continue;

@@ -27,6 +27,10 @@ export interface SandboxSpec {
    * yields to every live sandbox and to sandboxd, until `foreground` gives it its own.
    */
   background?: boolean;
+  /** Start on a copy of this snapshot's disk (made by `snapshot`) instead of an empty one; its size is the snapshot's. */
+  fromSnapshot?: string;
+  /** Start on the sandbox's own disk, kept by `stop(…, {keepDisk: true})` (a cold start of a sandbox paused to disk). */
+  keptDisk?: boolean;
 }
 
 /** Where a started sandbox answers: its address on the host and envd's port there. */
@@ -64,8 +68,25 @@ export interface Runtime {
   close?(): Promise<void>;
   /** Replaces a live sandbox's outbound rules: new connections follow them, established ones live on. */
   setEgress(sandboxID: string, policy: EgressPolicy): Promise<void>;
-  /** Kills the sandbox and removes all it owns (processes, layer, network slot, cgroup); unknown IDs succeed. */
+  /** Kills the sandbox and removes all it owns (processes, layer, disk, network slot, cgroup); unknown IDs succeed. */
   remove(sandboxID: string): Promise<void>;
+  /**
+   * Kills the sandbox and frees what it holds while running (processes, memory, network slot,
+   * cgroup); with `keepDisk` its disk stays, for a later `create` with `keptDisk` under the same ID.
+   */
+  stop(sandboxID: string, opts: { keepDisk: boolean }): Promise<void>;
+  /**
+   * Records a consistent copy of the sandbox's disk as snapshot `snapshotID` (the sandbox is held
+   * still for the instant of the copy and left as it was: running, frozen or stopped). Resolves
+   * with the bytes the copy holds (extents shared with the disk count in full).
+   */
+  snapshot(sandboxID: string, snapshotID: string): Promise<{ sizeBytes: number }>;
+  /** Removes a snapshot's copy; an unknown one succeeds. */
+  removeSnapshot(snapshotID: string): Promise<void>;
+  /** IDs of the snapshots the runtime holds. */
+  snapshots(): Promise<string[]>;
+  /** IDs of the sandboxes whose disk the runtime holds, running or kept by a stop. */
+  disks(): Promise<string[]>;
   /**
    * The last `maxBytes` (or fewer) of what the sandbox's PID 1 and envd wrote to their stdout and
    * stderr; undefined for a sandbox this runtime does not have. Its bytes are the sandbox's: any

@@ -34,11 +34,11 @@ export const FREE_MIN_MEMORY_MB = 256;
 export const THIN_MIN_FREE_MB = 1024;
 
 
-/** What a sandbox row holds: every state keeps its memory (a paused sandbox is frozen in RAM) and its disk. */
+/** What sandbox rows hold: each its disk, and its memory unless paused to disk (a frozen sandbox keeps its memory). */
 export function reserved(rows: Iterable<SandboxRow>): Resources {
   const out = { memoryMB: 0, diskMB: 0 };
   for (const r of rows) {
-    out.memoryMB += r.memoryMB;
+    if (!r.onDisk) out.memoryMB += r.memoryMB;
     out.diskMB += r.diskSizeMB;
   }
   return out;
@@ -79,7 +79,7 @@ export function checkSize(b: Budget, templateID: string, need: Resources): void 
 export function admit(b: Budget, host: Resources, team: Resources, need: Resources): void {
   const message = (scope: string, what: keyof Resources, used: Resources, limit: number) => {
     const noun = what === "memoryMB" ? "memory" : "disk";
-    return `you have reached the maximum ${noun} for concurrent E2B sandboxes (${scope}: ${used[what]} of ${limit} MiB in use, this sandbox needs ${need[what]} MiB; paused sandboxes keep theirs). Kill sandboxes to free ${noun}`;
+    return `you have reached the maximum ${noun} for concurrent E2B sandboxes (${scope}: ${used[what]} of ${limit} MiB in use, this sandbox needs ${need[what]} MiB; paused sandboxes keep theirs unless paused to disk). Kill sandboxes, or pause them to disk, to free ${noun}`;
   };
   for (const what of ["memoryMB", "diskMB"] as const) {
     const t = b.team[what];

@@ -9,17 +9,34 @@ import type { Lifecycle } from "./lifecycle.js";
 import { resolveTemplate, versionAtLeast } from "./resolve.js";
 import { trafficAccessToken } from "./tokens.js";
 import { sandboxBody } from "./views.js";
+import { findSnapshot } from "./snapshots.js";
+import type { SnapshotRow } from "../store/snapshots.js";
+import type { Template } from "../store/templates.js";
+
+/**
+ * A create of a template or, when `input.templateID` names one of the team's snapshots (or
+ * `snapshot` is given), of a snapshot: the snapshot is held (not deletable) until the create ends.
+ */
+export async function createSandbox(l: Lifecycle, teamID: string, input: CreateInput, snapshot?: SnapshotRow): Promise<Record<string, unknown>> {
+  const snap = snapshot ?? findSnapshot(l.store, teamID, input.templateID);
+  if (!snap) return createFrom(l, teamID, input, resolveTemplate(l.store, teamID, input.templateID));
+  l.snapshotUse.hold(snap.image);
+  try {
+    return await createFrom(l, teamID, input, snap.template, snap);
+  } finally {
+    await l.snapshotUse.release(snap.image).catch((err: Error) => l.log.error({ snapshotID: snap.id, err: err.message }, "removing a deleted snapshot failed"));
+  }
+}
 
 /**
  * Checks the request, records the sandbox as starting (within the team's limit), then starts it
- * (claimed from the warm pool when one of its template build waits, cold otherwise), initializes
- * envd, runs the template's start command and records it running. A failed start leaves nothing
- * behind.
+ * (from a snapshot's disk; else claimed from the warm pool when one of its template build waits,
+ * cold otherwise), initializes envd, runs the template's start command and records it running.
+ * A failed start leaves nothing behind.
  */
-export async function createSandbox(l: Lifecycle, teamID: string, input: CreateInput): Promise<Record<string, unknown>> {
+async function createFrom(l: Lifecycle, teamID: string, input: CreateInput, tpl: Template, snap?: SnapshotRow): Promise<Record<string, unknown>> {
   const { store, runtime, log, clock } = l;
   const t0 = clock.now();
-  const tpl = resolveTemplate(store, teamID, input.templateID);
   const timeout = input.timeout;
   l.checkTimeout(teamID, timeout);
   const network = { ...(input.network ?? {}) };
@@ -29,7 +46,7 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
   const max = store.teams.get(teamID)?.maxConcurrent ?? 100;
   const need: Resources = { memoryMB: tpl.memoryMB, diskMB: tpl.diskSizeMB };
   checkSize(l.budget, input.templateID, need);
-  const pooled = await l.warm.take(tpl);
+  const pooled = snap ? undefined : await l.warm.take(tpl);
   // The pool's sandboxes count against the host budget (a claimed one has left it); pooled
   // sandboxes of other templates give way to a create that would not fit beside them.
   const hostUsed = (): Resources => {
@@ -44,6 +61,7 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
     id, teamID, templateID: tpl.id, state: "starting", startedAt: now, endAt: now, metadata: input.metadata ?? {}, autoPause: input.autoPause ?? false, autoResume: input.autoResume ?? false,
     secure: input.secure, trafficToken: publicTraffic ? null : trafficAccessToken(l.secret(), id), network, allowInternetAccess: input.allowInternetAccess ?? true,
     ip: null, envdPort: null, envdVersion: tpl.envdVersion, cpuCount: tpl.cpuCount, memoryMB: tpl.memoryMB, diskSizeMB: tpl.diskSizeMB,
+    buildID: tpl.buildID, rootfs: tpl.rootfs, envVars: { ...(tpl.envs ?? {}), ...(input.envVars ?? {}) }, autoPauseMemory: input.autoPauseMemory ?? true,
   };
   const egress = l.policyOf(row);
   try {
@@ -64,12 +82,12 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
     let phase = "starting the sandbox";
     try {
       const { reported, claimed } = await launch(l, {
-        warm: pooled, sandboxID: id, tpl, egress,
+        warm: pooled, sandboxID: id, tpl, egress, fromSnapshot: snap?.image,
         init: (a) => {
           row.ip = a.ip;
           row.envdPort = a.envdPort;
           phase = "initializing envd";
-          return l.init(row, tpl, { ...(tpl.envs ?? {}), ...(input.envVars ?? {}) });
+          return l.init(row, tpl, row.envVars ?? {});
         },
       });
       phase = "running the template's start and ready commands";
@@ -80,7 +98,7 @@ export async function createSandbox(l: Lifecycle, teamID: string, input: CreateI
       Object.assign(row, { state: "running", envdVersion: tpl.envdVersion || reported || "0.1.0", startedAt: new Date(t).toISOString(), endAt: new Date(t + timeout * 1000).toISOString() });
       l.record(row);
       l.onStarted?.(teamID);
-      log.info({ sandboxID: id, templateID: tpl.id, ms: clock.now() - t0, fromPool: claimed }, "sandbox created");
+      log.info({ sandboxID: id, templateID: tpl.id, ms: clock.now() - t0, fromPool: claimed, ...(snap ? { snapshotID: snap.id } : {}) }, "sandbox created");
       return sandboxBody(row, tpl, l.tokenOf(row));
     } catch (err) {
       log.error({ sandboxID: id, phase, err: (err as Error).message }, "sandbox create failed");

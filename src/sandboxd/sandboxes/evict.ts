@@ -1,4 +1,4 @@
-/** The evictor: running sandboxes past their end are paused (autoPause) or killed. */
+/** The evictor: running sandboxes past their end are paused (autoPause: frozen, or to disk with autoPauseMemory false) or killed. */
 import type { Lifecycle } from "./lifecycle.js";
 import { killRow, pauseRow } from "./stop.js";
 
@@ -14,9 +14,9 @@ export async function evictExpired(l: Lifecycle): Promise<void> {
       .serial(row.id, async () => {
         const cur = l.store.sandboxes.get(row.id);
         if (!cur || cur.state !== "running" || Date.parse(cur.endAt) > l.clock.now()) return;
-        if (cur.autoPause) await pauseRow(l, cur);
+        if (cur.autoPause) await pauseRow(l, cur, cur.autoPauseMemory !== false);
         else await killRow(l, cur);
-        l.log.info({ sandboxID: cur.id, action: cur.autoPause ? "paused" : "killed" }, "sandbox timed out");
+        l.log.info({ sandboxID: cur.id, action: cur.autoPause ? (cur.autoPauseMemory === false ? "paused to disk" : "paused") : "killed" }, "sandbox timed out");
       })
       .catch((err: Error) => l.log.error({ sandboxID: row.id, err: err.message }, "evicting a sandbox failed"));
   }

@@ -4,6 +4,8 @@ export interface CreateInput {
   /** Seconds until the sandbox times out (the endpoint supplies its default). */
   timeout: number;
   autoPause?: boolean;
+  /** A timeout's pause keeps memory (true, the default: a freeze) or only the disk (false). */
+  autoPauseMemory?: boolean;
   /** Resume the sandbox when traffic reaches it while paused (needs autoPause). */
   autoResume?: boolean;
   secure: boolean;

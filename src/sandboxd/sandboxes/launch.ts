@@ -14,6 +14,8 @@ import type { Lifecycle } from "./lifecycle.js";
  */
 export async function launch(l: Pick<Lifecycle, "runtime" | "log">, p: {
   warm?: WarmSandbox; sandboxID: string; tpl: Template; egress: EgressPolicy;
+  /** A cold start on a copy of this snapshot image, or on the sandbox's own disk kept by a pause to disk. */
+  fromSnapshot?: string; keptDisk?: boolean;
   init(addr: SandboxAddress): Promise<string | undefined>;
 }): Promise<{ addr: SandboxAddress; reported: string | undefined; claimed: boolean }> {
   const { runtime } = l;
@@ -32,6 +34,6 @@ export async function launch(l: Pick<Lifecycle, "runtime" | "log">, p: {
       await runtime.remove(warm.sandboxID);
     }
   }
-  const addr = await runtime.create(specOf(p.sandboxID, p.tpl, p.egress));
+  const addr = await runtime.create({ ...specOf(p.sandboxID, p.tpl, p.egress), fromSnapshot: p.fromSnapshot, keptDisk: p.keptDisk });
   return { addr, reported: await p.init(addr), claimed: false };
 }

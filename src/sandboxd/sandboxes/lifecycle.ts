@@ -22,6 +22,7 @@ import { fits, reserved, type Budget, type Resources } from "./budget.js";
 import { sandboxNotFound } from "../errors.js";
 import { createSandboxIndex } from "./index.js";
 import { checkTimeoutFor, keptAliveUntil } from "./row-updates.js";
+import { SnapshotUse } from "./snapshot-use.js";
 import { canMove, type SandboxState } from "./state.js";
 import { envdAccessToken } from "./tokens.js";
 
@@ -36,6 +37,8 @@ export interface LifecycleOptions {
   warmPoolSize?: number;
   defaultTemplateID?: string;
   onStarted?: (teamID: string) => void;
+  /** Snapshots one team may keep (default 100). */
+  maxSnapshots?: number;
   /** The real clock and envd client when not given. */
   clock?: Clock;
   envd?: EnvdConnector;
@@ -59,6 +62,10 @@ export class Lifecycle {
   readonly warm: TemplatePool;
   /** Creates in flight and when the last ended (the pool's refills wait on them). */
   readonly activity = { creating: 0, lastCreated: 0 };
+  /** Snapshots one team may keep. */
+  readonly maxSnapshots: number;
+  /** Snapshot images creates are copying now (not deletable meanwhile). */
+  readonly snapshotUse: SnapshotUse;
   private readonly envd: EnvdConnector;
   /** Running sandboxes' outbound rules by address, kept beside the index. */
   private readonly egressByIp = new Map<string, EgressPolicy>();
@@ -74,6 +81,8 @@ export class Lifecycle {
     this.onStarted = o.onStarted;
     this.clock = o.clock ?? realClock;
     this.envd = o.envd ?? connectEnvd;
+    this.maxSnapshots = o.maxSnapshots ?? 100;
+    this.snapshotUse = new SnapshotUse((image) => o.runtime.removeSnapshot(image));
     this.warm = createTemplatePool({
       store: o.store, runtime: o.runtime, envd: this.envd, log: o.log, clock: this.clock, size: o.warmPoolSize ?? 0, defaultTemplateID: o.defaultTemplateID,
       foregroundBusy: () => this.activity.creating > 0 || this.clock.now() - this.activity.lastCreated < QUIET_AFTER_CREATE_MS,

@@ -24,7 +24,7 @@ export function updateNetwork(l: Lifecycle, teamID: string, id: string, update: 
 /** Gives every live sandbox its recorded rules again (the resolver's and egress proxy's ports are new on every start). */
 export async function reapplyEgress(l: Lifecycle): Promise<void> {
   for (const row of l.store.sandboxes.all()) {
-    if (row.state !== "running" && row.state !== "paused") continue;
+    if ((row.state !== "running" && row.state !== "paused") || row.onDisk) continue;
     await l.runtime.setEgress(row.id, l.policyOf(row)).catch((err: Error) => l.log.error({ sandboxID: row.id, err: err.message }, "re-applying a sandbox's network rules failed"));
   }
 }

@@ -15,6 +15,8 @@ import { reconcile } from "./reconcile.js";
 import { templateAliasBody } from "./resolve.js";
 import { connectSandbox, resumeOnTraffic, resumeSandbox } from "./resume.js";
 import { killSandbox, pauseSandbox } from "./stop.js";
+import { forkSandbox, type ForkResult } from "./fork.js";
+import { deleteSnapshot, listSnapshots, takeSnapshot, type SnapshotInfo, type SnapshotQuery } from "./snapshots.js";
 
 type Body = Record<string, unknown>;
 
@@ -29,12 +31,22 @@ export interface SandboxService {
   consoleOutput(teamID: string, id: string, maxBytes: number): Promise<{ bytes: Buffer; startedAt: string }>;
   listV1(teamID: string, metadata: [string, string][]): Body[];
   listV2(teamID: string, q: ListQuery): { items: Body[]; nextToken?: string; totalRunning?: number };
-  connect(teamID: string, id: string, timeout: number): Promise<{ status: 200 | 201; body: Body }>;
-  resume(teamID: string, id: string, timeout: number, autoPause?: boolean): Promise<Body>;
-  pause(teamID: string, id: string): Promise<void>;
+  /** `memory` false (onResume 'reboot'): a paused sandbox is cold-started on its disk, even one frozen in memory. */
+  connect(teamID: string, id: string, timeout: number, memory?: boolean): Promise<{ status: 200 | 201; body: Body }>;
+  resume(teamID: string, id: string, timeout: number, autoPause?: boolean, memory?: boolean): Promise<Body>;
+  /** `keepMemory` false pauses to disk: memory and CPU freed, resumed by a cold start. */
+  pause(teamID: string, id: string, keepMemory?: boolean): Promise<void>;
   setTimeout(teamID: string, id: string, timeout: number): Promise<void>;
   refresh(teamID: string, id: string, duration: number): Promise<void>;
   kill(teamID: string, id: string): Promise<void>;
+  /** POST /sandboxes/{id}/snapshots: a snapshot of a running or paused sandbox's disk, named or not. */
+  snapshot(teamID: string, id: string, name: string | undefined): Promise<SnapshotInfo>;
+  /** GET /snapshots: one page of the team's snapshots. */
+  listSnapshots(teamID: string, q: SnapshotQuery): { items: SnapshotInfo[]; nextToken?: string };
+  /** Deletes the team's snapshot a reference names; false when there is none (409 while a create copies it). */
+  deleteSnapshot(teamID: string, ref: string): Promise<boolean>;
+  /** POST /sandboxes/{id}/fork: `count` sandboxes from one snapshot of a running sandbox, each made or failed. */
+  fork(teamID: string, id: string, count: number, timeout: number): Promise<ForkResult[]>;
   /**
    * Resumes a paused sandbox created with autoResume because traffic came for it (the proxy's
    * call), for AUTO_RESUME_TIMEOUT_S; true once it runs. Concurrent calls share one resume.
@@ -70,12 +82,16 @@ export function createSandboxService(opts: LifecycleOptions): SandboxService {
     consoleOutput: (teamID, id, maxBytes) => consoleOutput(l, teamID, id, maxBytes),
     listV1: (teamID, metadata) => listV1(l, teamID, metadata),
     listV2: (teamID, q) => listV2(l, teamID, q),
-    connect: (teamID, id, timeout) => connectSandbox(l, teamID, id, timeout),
-    resume: (teamID, id, timeout, autoPause) => resumeSandbox(l, teamID, id, timeout, autoPause),
-    pause: (teamID, id) => pauseSandbox(l, teamID, id),
+    connect: (teamID, id, timeout, memory) => connectSandbox(l, teamID, id, timeout, memory),
+    resume: (teamID, id, timeout, autoPause, memory) => resumeSandbox(l, teamID, id, { timeout, autoPause, memory }),
+    pause: (teamID, id, keepMemory) => pauseSandbox(l, teamID, id, keepMemory),
     setTimeout: (teamID, id, timeout) => l.lane(id, async () => l.keepAlive(l.owned(teamID, id, ["running"]), Math.max(0, timeout), true)),
     refresh: (teamID, id, duration) => l.lane(id, async () => l.keepAlive(l.owned(teamID, id, ["running"]), duration, false)),
     kill: (teamID, id) => killSandbox(l, teamID, id),
+    snapshot: (teamID, id, name) => takeSnapshot(l, teamID, id, name),
+    listSnapshots: (teamID, q) => listSnapshots(l, teamID, q),
+    deleteSnapshot: (teamID, ref) => l.track(deleteSnapshot(l, teamID, ref)),
+    fork: (teamID, id, count, timeout) => l.track(forkSandbox(l, teamID, id, count, timeout)),
     updateNetwork: (teamID, id, update) => updateNetwork(l, teamID, id, update),
     templateByAlias: (teamID, alias) => templateAliasBody(l.store, teamID, alias),
     pool: l.warm.pool,

@@ -62,6 +62,19 @@ const MIGRATIONS: string[] = [
    CREATE INDEX api_keys_team ON api_keys(team_id, kind);`,
   // A template its team published: every team may start sandboxes from it and build on it.
   `ALTER TABLE templates ADD COLUMN public INTEGER NOT NULL DEFAULT 0;`,
+  // Snapshots of sandbox disks, and what a sandbox needs to start again on its own disk or a copy
+  // of it: its build's rootfs, the variables its envd got, and whether a pause keeps memory.
+  `CREATE TABLE snapshots (
+     id TEXT PRIMARY KEY, team_id TEXT NOT NULL REFERENCES teams(id), name TEXT,
+     source_sandbox_id TEXT NOT NULL, template_id TEXT NOT NULL, build_id TEXT NOT NULL,
+     image TEXT NOT NULL, template TEXT NOT NULL, size_bytes INTEGER NOT NULL, created_at TEXT NOT NULL);
+   CREATE UNIQUE INDEX snapshots_name ON snapshots(team_id, name) WHERE name IS NOT NULL;
+   CREATE INDEX snapshots_team ON snapshots(team_id, created_at);
+   ALTER TABLE sandboxes ADD COLUMN build_id TEXT;
+   ALTER TABLE sandboxes ADD COLUMN rootfs TEXT;
+   ALTER TABLE sandboxes ADD COLUMN env_vars TEXT;
+   ALTER TABLE sandboxes ADD COLUMN auto_pause_memory INTEGER NOT NULL DEFAULT 1;
+   ALTER TABLE sandboxes ADD COLUMN on_disk INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /** How many schema steps there are: the `user_version` of an up-to-date store. */

@@ -23,6 +23,15 @@ export interface SandboxRow {
   cpuCount: number;
   memoryMB: number;
   diskSizeMB: number;
+  /** The template build the sandbox runs (its rootfs is the overlay's lower layer); null on rows older than snapshots. */
+  buildID?: string | null;
+  rootfs?: string | null;
+  /** The variables envd was given at create (the template's and the caller's), for a cold start on the sandbox's disk. */
+  envVars?: Record<string, string> | null;
+  /** A timeout's pause keeps memory (a freeze; the default) or only the disk (false: pause to disk). */
+  autoPauseMemory?: boolean;
+  /** Paused to disk: no container, memory and CPU freed, the disk kept; resumed by a cold start. */
+  onDisk?: boolean;
 }
 
 /** The sandboxes table. */
@@ -58,6 +67,11 @@ interface Row {
   cpu_count: number;
   memory_mb: number;
   disk_mb: number;
+  build_id: string | null;
+  rootfs: string | null;
+  env_vars: string | null;
+  auto_pause_memory: number;
+  on_disk: number;
 }
 
 function fromRow(r: Row): SandboxRow {
@@ -67,6 +81,8 @@ function fromRow(r: Row): SandboxRow {
     trafficToken: r.traffic_token, network: JSON.parse(r.network) as Record<string, unknown>, allowInternetAccess: Boolean(r.allow_internet_access),
     ip: r.ip, envdPort: r.envd_port === null ? null : Number(r.envd_port), envdVersion: r.envd_version,
     cpuCount: Number(r.cpu_count), memoryMB: Number(r.memory_mb), diskSizeMB: Number(r.disk_mb),
+    buildID: r.build_id, rootfs: r.rootfs, envVars: r.env_vars === null ? null : (JSON.parse(r.env_vars) as Record<string, string>),
+    autoPauseMemory: Number(r.auto_pause_memory) !== 0, onDisk: Boolean(r.on_disk),
   };
 }
 
@@ -77,9 +93,10 @@ export function sandboxesTable(db: DatabaseSync): Sandboxes {
   const byTeam = db.prepare("SELECT * FROM sandboxes WHERE team_id = ?");
   const countLive = db.prepare("SELECT count(*) AS n FROM sandboxes WHERE team_id = ? AND state IN ('starting', 'running')");
   const insert = db.prepare(`INSERT INTO sandboxes (id, team_id, template_id, state, started_at, end_at, metadata, auto_pause, auto_resume, secure, traffic_token,
-    network, allow_internet_access, ip, envd_port, envd_version, cpu_count, memory_mb, disk_mb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    network, allow_internet_access, ip, envd_port, envd_version, cpu_count, memory_mb, disk_mb, build_id, rootfs, env_vars, auto_pause_memory, on_disk)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE sandboxes SET state = ?, started_at = ?, end_at = ?, metadata = ?, auto_pause = ?, ip = ?, envd_port = ?,
-    envd_version = ?, network = ?, allow_internet_access = ? WHERE id = ?`);
+    envd_version = ?, network = ?, allow_internet_access = ?, on_disk = ? WHERE id = ?`);
   const del = db.prepare("DELETE FROM sandboxes WHERE id = ?");
   return {
     get: (id) => {
@@ -91,10 +108,11 @@ export function sandboxesTable(db: DatabaseSync): Sandboxes {
     countLive: (teamID) => Number((countLive.get(teamID) as { n: number }).n),
     insert: (s) =>
       void insert.run(s.id, s.teamID, s.templateID, s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.autoResume ? 1 : 0, s.secure ? 1 : 0,
-        s.trafficToken, JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.ip, s.envdPort, s.envdVersion, s.cpuCount, s.memoryMB, s.diskSizeMB),
+        s.trafficToken, JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.ip, s.envdPort, s.envdVersion, s.cpuCount, s.memoryMB, s.diskSizeMB,
+        s.buildID ?? null, s.rootfs ?? null, s.envVars ? JSON.stringify(s.envVars) : null, s.autoPauseMemory === false ? 0 : 1, s.onDisk ? 1 : 0),
     update: (s) =>
       void update.run(s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.ip, s.envdPort, s.envdVersion,
-        JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.id),
+        JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.onDisk ? 1 : 0, s.id),
     delete: (id) => void del.run(id),
   };
 }

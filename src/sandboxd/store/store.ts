@@ -6,6 +6,7 @@ import { migrate } from "./migrations.js";
 import { sandboxesTable, type Sandboxes } from "./sandboxes.js";
 import { sandboxMetricsTable, type SandboxMetrics } from "./sandbox-metrics.js";
 import { settingsTable, type Settings } from "./settings.js";
+import { snapshotsTable, type Snapshots } from "./snapshots.js";
 import { teamMetricsTable, type TeamMetrics } from "./team-metrics.js";
 import { teamsTable, type Teams } from "./teams.js";
 import { templatesTable, type Templates } from "./templates.js";
@@ -20,6 +21,7 @@ export interface Store {
   settings: Settings;
   teamMetrics: TeamMetrics;
   sandboxMetrics: SandboxMetrics;
+  snapshots: Snapshots;
   /** Runs `fn` in one transaction (rolled back if it throws). */
   transaction<T>(fn: () => T): T;
   close(): void;
@@ -58,6 +60,7 @@ export function openStore(file: string): Store {
     settings: settingsTable(db),
     teamMetrics: teamMetricsTable(db),
     sandboxMetrics: sandboxMetricsTable(db),
+    snapshots: snapshotsTable(db),
     transaction(fn) {
       db.exec("BEGIN IMMEDIATE");
       try {

@@ -103,29 +103,28 @@ describe("the control API refuses what it cannot honour and says what is not ser
     }
   });
 
-  test("connect / resume with memory=false (onResume 'reboot') is refused and the paused sandbox stays as it was", async () => {
+  test("connect with onResume 'reboot' cold-boots a frozen sandbox from its disk: files kept, processes gone; unknown fields stay refused", async () => {
     const got = await runSdk(s, `
       import { Sandbox } from "e2b";
       const sbx = await Sandbox.create("base", { timeoutMs: 120_000 });
-      await sbx.commands.run("echo kept > /tmp/mark");
+      await sbx.commands.run("echo kept > /home/user/mark");
+      await sbx.commands.run("sleep 1000", { background: true });
       await sbx.pause();
-      let rebootError = "";
-      try { await Sandbox.connect(sbx.sandboxId, { onResume: "reboot" }); } catch (e) { rebootError = e.constructor.name + " " + e.message; }
-      const stateAfter = (await Sandbox.getInfo(sbx.sandboxId)).state;
-      const again = await Sandbox.connect(sbx.sandboxId);
-      const mark = (await again.commands.run("cat /tmp/mark")).stdout;
-      console.log(JSON.stringify({ id: sbx.sandboxId, rebootError, stateAfter, mark }));
+      const again = await Sandbox.connect(sbx.sandboxId, { onResume: "reboot" });
+      const state = (await Sandbox.getInfo(sbx.sandboxId)).state;
+      const mark = (await again.commands.run("cat /home/user/mark")).stdout;
+      const sleeping = (await again.commands.run("pgrep -x sleep || echo none")).stdout;
+      console.log(JSON.stringify({ id: sbx.sandboxId, state, mark, sleeping }));
     `);
     made.push(got.id);
-    assert.match(got.rebootError, /^SandboxError 400: field "memory": resuming from the disk alone \(memory=false, the SDK's onResume 'reboot'\) is not supported by this server$/);
-    assert.equal(got.stateAfter, "paused");
-    assert.equal(got.mark, "kept\n", "the plain connect resumed the paused sandbox with its memory and disk");
+    assert.equal(got.state, "running");
+    assert.equal(got.mark, "kept\n", "the disk is kept");
+    assert.equal(got.sleeping, "none\n", "the processes of before the pause are gone: a cold boot");
 
     for (const [path, body, want] of [
-      [`/sandboxes/${got.id}/resume`, { memory: false }, /memory=false/],
-      [`/sandboxes/${got.id}/connect`, { timeout: 30, memory: false }, /memory=false/],
       [`/sandboxes/${got.id}/resume`, { timeout: 30, region: "eu" }, /^field "region" is not supported by this server$/],
       [`/v2/sandboxes/${got.id}/connect`, { keepAlive: true }, /^field "keepAlive" is not supported by this server$/],
+      [`/sandboxes/${got.id}/pause`, { memory: "no" }, /"memory" must be a boolean/],
     ] as const) {
       const r = await api(s, ca, "POST", path, { body });
       assert.equal(r.status, 400, `${path} ${JSON.stringify(body)} → ${r.body}`);
@@ -139,9 +138,6 @@ describe("the control API refuses what it cannot honour and says what is not ser
       const sbx = await Sandbox.create("base", { timeoutMs: 120_000 });
       const out = { id: sbx.sandboxId };
       const tries = {
-        createSnapshot: () => sbx.createSnapshot(),
-        fork: () => sbx.fork(),
-        listSnapshots: () => Sandbox.listSnapshots().nextItems(),
         volumeCreate: () => Volume.create("data"),
         volumeList: () => Volume.list(),
       };
@@ -154,9 +150,6 @@ describe("the control API refuses what it cannot honour and says what is not ser
     `);
     made.push(got.id);
     const want: Record<string, RegExp> = {
-      createSnapshot: /^501: Creating a snapshot is not supported by this server yet$/,
-      fork: /^501: Forking a sandbox is not supported by this server yet$/,
-      listSnapshots: /^501: Listing snapshots is not supported by this server yet$/,
       volumeCreate: /^501: Creating a volume is not supported by this server yet$/,
       volumeList: /^501: Listing volumes is not supported by this server yet$/,
     };
@@ -167,13 +160,13 @@ describe("the control API refuses what it cannot honour and says what is not ser
     }
     assert.equal(got.stillRunning, true);
 
-    for (const [method, path] of [["GET", "/secrets"], ["DELETE", "/secrets/sec_1"], ["GET", "/volumes/v1"], ["POST", "/sandboxes/inosuch/fork"]]) {
+    for (const [method, path] of [["GET", "/secrets"], ["DELETE", "/secrets/sec_1"], ["GET", "/volumes/v1"], ["POST", "/volumes"]]) {
       const r = await api(s, ca, method, path, { body: {} });
       assert.equal(r.status, 501, `${method} ${path} → ${r.body}`);
       assert.equal(r.json.code, 501);
       assert.match(r.json.message, /is not supported by this server yet$/);
     }
-    assert.equal((await api(s, ca, "GET", "/snapshots", { key: null })).status, 401, "a 501 route still needs a key");
+    assert.equal((await api(s, ca, "GET", "/volumes", { key: null })).status, 401, "a 501 route still needs a key");
     assert.equal((await api(s, ca, "GET", "/no/such/operation")).status, 404, "a path outside the spec stays a 404");
   });
 });

@@ -10,7 +10,7 @@ import type { EgressPolicy } from "../../../src/sandboxd/network/policy.js";
 import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
 
 /** A runtime verb. */
-export type RuntimeOp = "create" | "freeze" | "thaw" | "foreground" | "setEgress" | "remove" | "sweep";
+export type RuntimeOp = "create" | "freeze" | "thaw" | "foreground" | "setEgress" | "remove" | "stop" | "snapshot" | "sweep";
 
 /** One call the runtime got. */
 export interface RuntimeCall {
@@ -32,6 +32,10 @@ export interface FakeSandbox {
 export class FakeRuntime implements Runtime {
   readonly sandboxes = new Map<string, FakeSandbox>();
   readonly calls: RuntimeCall[] = [];
+  /** Disks kept by a stop with keepDisk (a running sandbox's disk is implied by the sandbox). */
+  readonly keptDisks = new Set<string>();
+  /** Snapshots taken, by ID: the sandbox each was taken of. */
+  readonly snaps = new Map<string, string>();
   /** Runs before a create makes anything: throw to fail it, never resolve to hang it (the signal still aborts). */
   onCreate?: (spec: SandboxSpec) => Promise<void> | void;
   private readonly events = new EventEmitter();
@@ -70,6 +74,8 @@ export class FakeRuntime implements Runtime {
     }
     signal?.throwIfAborted();
     const addr = { sandboxID: spec.sandboxID, ip: `10.0.${Math.floor(this.next / 250)}.${this.next++ % 250}`, envdPort: ENVD_PORT };
+    if (spec.fromSnapshot && !this.snaps.has(spec.fromSnapshot)) throw new Error(`no snapshot ${spec.fromSnapshot}`);
+    if (spec.keptDisk && !this.keptDisks.delete(spec.sandboxID)) throw new Error(`no kept disk of ${spec.sandboxID}`);
     this.sandboxes.set(spec.sandboxID, { spec, addr, status: "running", egress: spec.egress, foreground: !spec.background });
     return addr;
   }
@@ -98,6 +104,32 @@ export class FakeRuntime implements Runtime {
   async remove(id: string): Promise<void> {
     this.record("remove", id);
     this.sandboxes.delete(id);
+    this.keptDisks.delete(id);
+  }
+
+  async stop(id: string, opts: { keepDisk: boolean }): Promise<void> {
+    this.record("stop", id);
+    if (this.sandboxes.delete(id) && opts.keepDisk) this.keptDisks.add(id);
+    if (!opts.keepDisk) this.keptDisks.delete(id);
+  }
+
+  async snapshot(id: string, snapshotID: string): Promise<{ sizeBytes: number }> {
+    this.record("snapshot", id);
+    if (!this.sandboxes.has(id) && !this.keptDisks.has(id)) throw new Error(`no sandbox ${id}`);
+    this.snaps.set(snapshotID, id);
+    return { sizeBytes: 4096 };
+  }
+
+  async removeSnapshot(snapshotID: string): Promise<void> {
+    this.snaps.delete(snapshotID);
+  }
+
+  async snapshots(): Promise<string[]> {
+    return [...this.snaps.keys()];
+  }
+
+  async disks(): Promise<string[]> {
+    return [...this.sandboxes.keys(), ...this.keptDisks];
   }
 
   async consoleTail(id: string): Promise<Buffer | undefined> {

@@ -3,9 +3,12 @@
 import { createJsonLogger } from "../../../src/common/log.js";
 import { createSlotNetwork } from "../../../src/sandboxd/network/slot-network.js";
 import { createRuncRuntime } from "../../../src/sandboxd/runtime/runc.js";
+import { StoragePool } from "../../../src/sandboxd/storage/pool.js";
 
 const [dataDir, envdDir, networkCidr, rootfs, sandboxID] = process.argv.slice(2);
 const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
-const rt = createRuncRuntime({ dataDir, envdDir, network: createSlotNetwork({ dataDir, networkCidr, log }), log });
+// the test's own runtime has the pool mounted already: this one finds it there
+const storage = await StoragePool.open({ dataDir, backing: "loop", sizeMB: 4096, log });
+const rt = createRuncRuntime({ dataDir, envdDir, network: createSlotNetwork({ dataDir, networkCidr, log }), storage, log });
 await rt.create({ sandboxID, templateID: "base", buildID: "test", rootfs, cpuCount: 1, memoryMB: 256, diskSizeMB: 1024 });
 process.stdout.write("created\n");

@@ -13,6 +13,7 @@ import { takeLock } from "../../../src/sandboxd/images/lock.js";
 import { cgroupMounts } from "../../../src/sandboxd/host/cgroups.js";
 import { createSlotNetwork } from "../../../src/sandboxd/network/slot-network.js";
 import { createRuncRuntime, type RuncOptions } from "../../../src/sandboxd/runtime/runc.js";
+import { StoragePool } from "../../../src/sandboxd/storage/pool.js";
 import type { Runtime, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
 import { assertTestRange } from "./net-range.js";
 import { ARTIFACT_NAME, which } from "../../envd/helpers/image-machine.js";
@@ -63,6 +64,8 @@ export interface TestRuntime {
   /** The test file's own 198.19.<octet>.0/24. */
   networkCidr: string;
   opts: RuncOptions;
+  /** The storage pool sandbox disks live in (a loop-backed XFS image under the data dir). */
+  storage: StoragePool;
   rootfs: string;
   spec(extra?: Partial<SandboxSpec>): SandboxSpec;
   /** Removes every sandbox and the data dir, then asserts nothing is left on the host. */
@@ -77,13 +80,15 @@ export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {
   chmodSync(dataDir, 0o711);
   const [rootfs, envd] = await Promise.all([baseRootfs(), envdDir()]);
   const network = createSlotNetwork({ dataDir, networkCidr, log: testLog });
-  const opts: RuncOptions = { dataDir, envdDir: envd, network, log: testLog, ...extra };
+  const storage = await StoragePool.open({ dataDir, backing: "loop", sizeMB: 4096, log: testLog });
+  const opts: RuncOptions = { dataDir, envdDir: envd, network, storage, log: testLog, ...extra };
   const rt = createRuncRuntime(opts);
   return {
     rt,
     dataDir,
     networkCidr,
     opts,
+    storage,
     rootfs,
     spec: (x = {}) => ({ sandboxID: newSandboxID(), templateID: "base", buildID: "test", rootfs, cpuCount: 1, memoryMB: 512, diskSizeMB: 1024, ...x }),
     cleanup: async () => {
@@ -91,6 +96,7 @@ export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {
         await rt.sweep(new Set());
         await rt.close?.();
       } finally {
+        if (!(await storage.close())) spawnSync("umount", ["-l", join(dataDir, "storage")]);
         const left = leftovers(dataDir);
         // the host firewall lives while the runtime does; with no sandbox left, close removes it
         const table = `sandboxd_${createHash("sha256").update(dataDir).digest("hex").slice(0, 10)}`;
@@ -115,10 +121,13 @@ export function leftovers(dataDir: string): string[] {
   }
   for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
     const mp = line.split(" ")[4];
-    if (mp?.startsWith(dataDir + "/")) out.push(`mount ${mp}`);
+    // the storage pool itself is the runtime's while it is open; what it holds is checked below
+    if (mp?.startsWith(dataDir + "/") && mp !== join(dataDir, "storage")) out.push(`mount ${mp}`);
   }
   const loops = spawnSync("losetup", ["--list", "--noheadings", "--output", "NAME,BACK-FILE"], { encoding: "utf8" }).stdout;
-  for (const line of loops.split("\n")) if (line.includes(` ${dataDir}/`)) out.push(`loop device ${line.trim()}`);
+  for (const line of loops.split("\n")) if (line.includes(` ${dataDir}/`) && !line.trim().endsWith(` ${join(dataDir, "storage.img")}`)) out.push(`loop device ${line.trim()}`);
+  const disks = join(dataDir, "storage", "disks");
+  for (const f of existsSync(disks) ? readdirSync(disks) : []) out.push(`pool disk ${f}`);
   const slots = join(dataDir, "runtime", "sandboxes");
   for (const f of existsSync(slots) ? readdirSync(slots) : []) {
     const rec = JSON.parse(readFileSync(join(slots, f), "utf8")) as { hostVeth: string };

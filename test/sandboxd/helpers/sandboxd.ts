@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assertTestRange } from "./net-range.js";
+import { sweepAll } from "./sweep.js";
 
 /** The repository root (this file is build/test/sandboxd/helpers/sandboxd.js once compiled). */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
@@ -65,7 +66,8 @@ export function alive(pid: number): boolean {
 /**
  * Takes a /24 of 198.18.0.0/16 no other live test process holds (a lock directory per range);
  * 198.19.0.0/16 holds the fixed ranges some test files name. Nothing else on the machine may use
- * the range taken: a leftover there fails the test loudly.
+ * the range taken: one in use (a leftover, or a run that takes ranges without this lock) is
+ * skipped with a warning on stderr.
  */
 function takeNetwork(): { cidr: string; release(): void } {
   mkdirSync(NETS, { recursive: true });
@@ -89,12 +91,14 @@ function takeNetwork(): { cidr: string; release(): void } {
     try {
       assertTestRange(cidr, "a test sandboxd");
     } catch (err) {
+      // another run on this machine that takes its range without this lock: say so, and try the next
       release();
-      throw err;
+      process.stderr.write(`test sandboxd: skipping ${cidr}: ${(err as Error).message}\n`);
+      continue;
     }
     return { cidr, release };
   }
-  throw new Error("no free 198.18.<n>.0/24 for a test sandboxd");
+  throw new Error("no free 198.18.<n>.0/24 for a test sandboxd (ranges in use are named on stderr)");
 }
 
 /** The envd release artifact directory, built once (under a lock, for parallel test files) when missing. */
@@ -229,7 +233,7 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
     async stop(signal = "SIGTERM") {
       if (exitCode === undefined) await killAll(port, ca, sdkEnv.E2B_API_KEY);
       const code = await terminate(signal);
-      await sweepAll(dataDir, net.cidr);
+      await sweepAll(dataDir, net.cidr, envdArtifactDir());
       net.release();
       held.delete(dataDir);
       if (ownDir) rmSync(dataDir, { recursive: true, force: true });
@@ -256,24 +260,6 @@ async function killAll(port: number, ca: Buffer, apiKey: string): Promise<void> 
   for (const s of JSON.parse(list.body) as { sandboxID: string }[]) {
     await call(port, ca, "api.e2b.localhost", `/sandboxes/${s.sandboxID}`, { method: "DELETE", headers }).catch(() => undefined);
   }
-}
-
-/** Removes runc containers left under the data dir's runc root (a sandboxd that died before killing them). */
-/**
- * Removes whatever sandboxes a stopped sandboxd left on `dataDir` (ones its API could not kill:
- * frozen, or of a revoked key): containers, overlay mounts, veths, slots and the instance's
- * cgroups, with the runtime's own sweep.
- */
-async function sweepAll(dataDir: string, cidr: string): Promise<void> {
-  if (!existsSync(join(dataDir, "runc"))) return;
-  const { createRuncRuntime } = await import("../../../src/sandboxd/runtime/runc.js");
-  const { createSlotNetwork } = await import("../../../src/sandboxd/network/slot-network.js");
-  const { createJsonLogger } = await import("../../../src/common/log.js");
-  const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
-  const rt = createRuncRuntime({ dataDir, envdDir: envdArtifactDir(), network: createSlotNetwork({ dataDir, networkCidr: cidr, log }), log });
-  await rt.sweep(new Set());
-  // the host firewall of an instance that died without removing it
-  await rt.close?.();
 }
 
 /** The warm pool's ready sandboxes as sandboxd's /metrics reports them, summed over templates. */

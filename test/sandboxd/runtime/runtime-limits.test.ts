@@ -58,7 +58,7 @@ describe("runc runtime: limits, freeze and thaw", { skip }, () => {
     assert.match(r.stdout, /exit 1/);
     const written = Number(/(\d+)\s+\/home\/user\/fill/.exec(r.stdout)?.[1]);
     assert.ok(written < DISK_MB, `${written} MiB written past a ${DISK_MB} MiB disk`);
-    const image = statSync(join(t.dataDir, "sandboxes", id, "disk.img"));
+    const image = statSync(t.storage.diskPath(id));
     assert.ok(image.blocks * 512 <= DISK_MB * 2 ** 20, `the disk image holds ${image.blocks * 512} bytes of the host's disk`);
     assert.equal(await health(sb.ip), 204);
     assert.equal((await sh(sb.ip, "rm /home/user/fill && echo ok > /home/user/after && cat /home/user/after", { user: "user" })).stdout, "ok\n");

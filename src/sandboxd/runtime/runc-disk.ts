@@ -1,0 +1,99 @@
+// The runc backend's sandbox disks on the storage pool: each sandbox's disk is an image in the
+// pool (a reflink of the golden image, of a snapshot, or the sandbox's own disk kept by a stop),
+// loop-mounted at `<sandbox dir>/disk` on the host; snapshots are reflinks of it taken while the
+// container and the file system are frozen.
+import { readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "../log.js";
+import { mountDiskImage, unmountDisk } from "../host/disk.js";
+import { isMounted } from "../host/mounts.js";
+import { syncFs, thawFs, withFrozenFs } from "../storage/freeze.js";
+import { StorageError } from "../storage/errors.js";
+import type { StoragePool } from "../storage/pool.js";
+import type { RuncCli } from "./runc-cli.js";
+import type { SandboxSpec } from "./runtime.js";
+
+/** Where a sandbox's disk image comes from. */
+export type DiskSource = { kind: "new"; sizeMB: number } | { kind: "snapshot"; snapshotID: string } | { kind: "kept" };
+
+/** The disk source a spec asks for: a snapshot's copy, the sandbox's own kept disk, or a new empty one. */
+export function diskSource(spec: SandboxSpec): DiskSource {
+  if (spec.fromSnapshot) return { kind: "snapshot", snapshotID: spec.fromSnapshot };
+  if (spec.keptDisk) return { kind: "kept" };
+  return { kind: "new", sizeMB: spec.diskSizeMB };
+}
+
+/** The sandboxes' disks of one runtime, over its storage pool. */
+export class SandboxDisks {
+  constructor(
+    readonly pool: StoragePool,
+    private readonly log: Logger,
+  ) {}
+
+  /** Makes (or, for a kept disk, finds) sandbox `id`'s disk image in the pool and mounts it at `target`. */
+  async attach(id: string, source: DiskSource, target: string, nice?: number): Promise<void> {
+    let image: string;
+    if (source.kind === "snapshot") image = await this.pool.diskFromSnapshot(source.snapshotID, id);
+    else if (source.kind === "kept") {
+      image = this.pool.diskPath(id);
+      if (!this.pool.listDisks().includes(id)) throw new Error(`sandbox ${id} has no kept disk in the storage pool`);
+    } else image = await this.pool.createDisk(id, source.sizeMB);
+    await mountDiskImage({ image, target, nice });
+  }
+
+  /** Unmounts the disk at `target` (when mounted); the image stays in the pool. */
+  detach(target: string): Promise<void> {
+    return unmountDisk(target);
+  }
+
+  /**
+   * Removes sandbox `id`'s disk image from the pool (it is unmounted here). A loop device still
+   * attached to it (a mount namespace elsewhere on the host holds a copy of the disk's mount) does
+   * not keep the sandbox from going: the file is unlinked, and its blocks come back to the pool
+   * when that device is released.
+   */
+  async remove(id: string): Promise<void> {
+    try {
+      await this.pool.removeDisk(id);
+    } catch (err) {
+      if (!(err instanceof StorageError && err.code === "busy")) throw err;
+      this.log.warn({ sandboxID: id }, "the sandbox's disk is still attached to a loop device after its unmount (held by another mount namespace); unlinked, its space returns when that is released");
+      rmSync(this.pool.diskPath(id), { force: true });
+    }
+  }
+
+  /**
+   * Records snapshot `snapID` of sandbox `id`'s disk. A mounted disk is synced while the sandbox
+   * runs, then reflinked while the container is frozen (a running one only for the copy; a frozen
+   * one stays frozen) and fsfreeze holds the file system still, both always undone; a disk not
+   * mounted (a sandbox stopped with its disk kept) is quiet already.
+   */
+  async snapshot(id: string, target: string, snapID: string, runc: RuncCli): Promise<void> {
+    if (!isMounted(target)) {
+      await this.pool.snapshotDisk(id, snapID);
+      return;
+    }
+    await syncFs(target);
+    const running = (await runc.state(id))?.status === "running";
+    if (running) await runc.verb("pause", id);
+    try {
+      await withFrozenFs(target, () => this.pool.snapshotDisk(id, snapID));
+    } finally {
+      if (running) await runc.verb("resume", id);
+    }
+  }
+
+  /** Thaws every mounted sandbox disk under `sandboxesDir` (a crash between fsfreeze and thaw leaves one frozen). */
+  async thawAll(sandboxesDir: string): Promise<void> {
+    for (const id of readdirSync(sandboxesDir)) {
+      const target = join(sandboxesDir, id, "disk");
+      if (!isMounted(target)) continue;
+      await thawFs(target).catch((err: Error) => this.log.error({ sandboxID: id, err: err.message }, "thawing a sandbox disk failed"));
+    }
+  }
+
+  /** IDs of the sandbox disks in the pool. */
+  ids(): string[] {
+    return this.pool.listDisks();
+  }
+}
