@@ -1,5 +1,6 @@
 import type { Scenario } from "../lib/types.js";
 import { backpressure } from "./backpressure.js";
+import { density } from "./density.js";
 import { egressPolicy } from "./egress-policy.js";
 import { footprint } from "./footprint.js";
 import { listing } from "./listing.js";
@@ -13,4 +14,4 @@ import { transfer } from "./transfer.js";
 import { watching } from "./watching.js";
 
 /** Every scenario, in the order they were added. */
-export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild];
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density];
