@@ -20,9 +20,14 @@ async function grow(total, width) {
   const want = Math.max(0, total - all.length);
   let failed = 0;
   const t0 = performance.now();
-  await pool(Array.from({ length: want }), width, async () => {
-    try { all.push(await Sandbox.create({ timeoutMs: 3_600_000 })); }
-    catch (e) { failed++; if (errors.length < 5) errors.push(String(e?.message ?? e).slice(0, 300)); }
+  // a failed create is counted and retried, up to as many failures as sandboxes asked for
+  let left = want;
+  await pool(Array.from({ length: width }), width, async () => {
+    while (left > 0 && failed < want) {
+      left--;
+      try { all.push(await Sandbox.create({ timeoutMs: 3_600_000 })); }
+      catch (e) { failed++; left++; if (errors.length < 5) errors.push(String(e?.message ?? e).slice(0, 300)); }
+    }
   });
   return { held: all.length, failed, ms: performance.now() - t0, errors };
 }
