@@ -37,6 +37,8 @@ export interface BenchContext {
   quick: boolean;
   /** Overrides the bulk data size of the throughput, transfer and backpressure scenarios. */
   sizeBytes?: number;
+  /** How many sandboxes the density scenario grows to (`--sandboxes`). */
+  sandboxes?: number;
   /** Scratch directory under /tmp for this run, removed at the end. */
   tmp: string;
   log(msg: string): void;

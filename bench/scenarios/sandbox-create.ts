@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,9 +8,10 @@ import { unmount } from "../../src/sandboxd/host/mounts.js";
 import { mountOverlay } from "../../src/sandboxd/host/overlay.js";
 import { removeCgroup } from "../../src/sandboxd/host/cgroups.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
-import { call, NODE, ROOT, startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
+import { call, startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { needSandboxes } from "../lib/available.js";
 import { compared, single } from "../lib/rows.js";
+import { sdkChild, sdkRun } from "../lib/sdk-run.js";
 import { percentile } from "../lib/stats.js";
 import type { BenchContext, Row, Scenario } from "../lib/types.js";
 
@@ -47,28 +48,6 @@ console.log(JSON.stringify(all.map((s) => s.sandboxId)));
 process.stdin.resume();
 process.stdin.on("end", async () => { await Promise.all(all.map((s) => s.kill())); process.exit(0); });
 `;
-
-function sdkChild(script: string, arg: number, env: Record<string, string>, arg2?: number) {
-  return spawn(NODE, ["--input-type=module", "-e", script, String(arg), ...(arg2 === undefined ? [] : [String(arg2)])], {
-    cwd: ROOT,
-    env: { ...process.env, ...env, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "" },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-}
-
-/** Runs a script to its end; resolves with its last stdout line parsed as JSON. */
-function sdkRun<T>(script: string, arg: number, env: Record<string, string>, arg2?: number): Promise<T> {
-  const child = sdkChild(script, arg, env, arg2);
-  child.stdin.end();
-  let out = "";
-  let err = "";
-  child.stdout.on("data", (c: Buffer) => (out += c));
-  child.stderr.on("data", (c: Buffer) => (err += c));
-  return new Promise((resolve, reject) => child.on("exit", (code) => {
-    if (code !== 0) return reject(new Error(`SDK script exited ${code}: ${err.slice(-800)}`));
-    resolve(JSON.parse(out.trim().split("\n").pop()!) as T);
-  }));
-}
 
 /** The baseline: `runc run` of the same base rootfs (same overlay, namespaces, seccomp, limits) running `true`. */
 async function bareRunc(rounds: number): Promise<number[]> {
@@ -125,7 +104,7 @@ async function rounds(n: number, pool: number, pauseMs = 0): Promise<{ ms: numbe
   const s = await startSandboxd({ args: ["--warm-pool", String(pool)] });
   try {
     if (pool > 0) await waitWarmPool(s, pool);
-    const ms = await sdkRun<number[]>(SDK_ROUNDS, n, s.sdkEnv, pauseMs);
+    const ms = await sdkRun<number[]>(SDK_ROUNDS, [n, pauseMs], s.sdkEnv);
     return { ms, claimed: (await createCounts(s)).pool };
   } finally {
     await s.stop();
@@ -169,7 +148,7 @@ export const sandboxCreate: Scenario = {
       // Idle footprint: sandboxd's own RSS before and with `idle` sandboxes, and what each costs.
       const pid = Number(execFileSync("pgrep", ["-o", "-f", `serve.*${s.dataDir}`], { encoding: "utf8" }).trim());
       const before = rssMiB(pid);
-      const holder = sdkChild(SDK_HOLD, idle, s.sdkEnv);
+      const holder = sdkChild(SDK_HOLD, [idle], s.sdkEnv);
       let out = "";
       holder.stdout.on("data", (c: Buffer) => (out += c));
       await new Promise<void>((resolve, reject) => {

@@ -20,11 +20,14 @@ export class RuncCli {
    * With `rootfs`, its overlay is mounted at the bundle's rootfs path in a private mount namespace
    * that only runc (and so only the container's own namespace, copied from it) ever sees: the
    * sandbox's setuid files work inside (sudo) while the host has no mount of them to run. runc
-   * starts with the sandboxes' OOM floor, which its container inherits.
+   * starts with the sandboxes' OOM floor, which its container inherits. No session keyring is
+   * made per container (`--no-new-keyring`): every sandbox runs as the same host uid, whose kernel
+   * key quota (200 keys by default) would otherwise cap a host at 200 sandboxes; the sandbox's
+   * seccomp profile refuses the keyring calls (keyctl, add_key, request_key) anyway.
    */
   async create(id: string, bundle: string, pidFile: string, logFile: string, rootfs?: { options: string; target: string }, nice?: number): Promise<void> {
     const fd = openSync(logFile, "a", 0o600);
-    const runc = ["runc", "--root", this.root, "create", "--bundle", bundle, "--pid-file", pidFile, id];
+    const runc = ["runc", "--root", this.root, "create", "--no-new-keyring", "--bundle", bundle, "--pid-file", pidFile, id];
     // nice applies to the mount only: the container's processes must not inherit it
     const mount = `${nice ? `nice -n ${Math.trunc(nice)} ` : ""}mount -t overlay overlay -o "$1" "$2"`;
     // one shell, already in the private namespace, sets the OOM floor, mounts and becomes runc
