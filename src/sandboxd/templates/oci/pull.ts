@@ -2,7 +2,7 @@
  * Pulls a build's base image: resolves the name to a manifest digest (on each Docker Hub mirror
  * first, then the Hub, for Hub names), then, unless that digest is unpacked already, copies the
  * image by digest with skopeo into the shared blob store and unpacks it with umoci, its files
- * owned by the sandboxes' mapped ids. A team's name is resolved once and reused until a `force`
+ * belonging to the sandboxes' mapped ids. A team's name is resolved once and reused until a `force`
  * build resolves it again.
  */
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs";

@@ -1,7 +1,7 @@
 /**
  * Unpacks an image of an OCI layout with umoci: its layers applied in order (whiteouts and
  * opaque directories honoured), each blob checked against its digest as it is read, every file
- * owned by the sandboxes' mapped ids (uid/gid n in the image → MAPPED_ROOT + n on the host), as
+ * belonging to the sandboxes' mapped ids (uid/gid n in the image → MAPPED_ROOT + n on the host), as
  * the base rootfs is.
  */
 import { spawn } from "node:child_process";
