@@ -119,7 +119,9 @@ export const density: Scenario = {
           const g = await holder.step(`grow ${m} ${WIDTH}`);
           failed += Number(g.failed);
           ctx.log(`${g.held} sandboxes held (${failed} creates failed${failed ? `: ${JSON.stringify(g.errors)}` : ""}) after ${(Number(g.ms) / 1000).toFixed(1)} s`);
-          points.push(await measure(s, api, pid, Number(g.held), failed, Number(g.ms), usedBefore));
+          const p = await measure(s, api, pid, Number(g.held), failed, Number(g.ms), usedBefore);
+          ctx.log(`at ${p.held}: ${JSON.stringify(p)}`);
+          points.push(p);
         }
         const check = await holder.step(`check ${WIDTH * 2}`);
         const last = points[points.length - 1];
