@@ -8,7 +8,6 @@ import type { Logger } from "../log.js";
 import { mountDiskImage, unmountDisk } from "../host/disk.js";
 import { isMounted } from "../host/mounts.js";
 import { syncFs, thawFs, withFrozenFs } from "../storage/freeze.js";
-import { StorageError } from "../storage/errors.js";
 import type { StoragePool } from "../storage/pool.js";
 import type { RuncCli } from "./runc-cli.js";
 import type { SandboxSpec } from "./runtime.js";
@@ -47,20 +46,15 @@ export class SandboxDisks {
   }
 
   /**
-   * Removes sandbox `id`'s disk image from the pool (it is unmounted here). A loop device still
-   * attached to it (a mount namespace elsewhere on the host holds a copy of the disk's mount) does
-   * not keep the sandbox from going: the file is unlinked, and its blocks come back to the pool
-   * when that device is released.
+   * Removes sandbox `id`'s disk image from the pool once it is unmounted here. The file is unlinked
+   * at once: the loop device the unmount releases (asynchronously), or one a mount namespace
+   * elsewhere on the host still holds, keeps its blocks until it goes, then they return to the pool.
    */
-  async remove(id: string): Promise<void> {
-    try {
-      await this.pool.removeDisk(id);
-    } catch (err) {
-      if (!(err instanceof StorageError && err.code === "busy")) throw err;
-      this.log.warn({ sandboxID: id }, "the sandbox's disk is still attached to a loop device after its unmount (held by another mount namespace); unlinked, its space returns when that is released");
-      rmSync(this.pool.diskPath(id), { force: true });
-    }
+  async remove(id: string, target: string): Promise<void> {
+    if (isMounted(target)) throw new Error(`the disk of sandbox ${id} is still mounted at ${target}; its image is kept`);
+    rmSync(this.pool.diskPath(id), { force: true });
   }
+
 
   /**
    * Records snapshot `snapID` of sandbox `id`'s disk. A mounted disk is synced while the sandbox

@@ -39,7 +39,7 @@ export async function teardownSandbox(p: TeardownParts, id: string, keepDisk: bo
     (async () => {
       await step("rootfs", () => unmount(join(p.dir, "rootfs")));
       await step("disk", () => p.disks.detach(join(p.dir, "disk")));
-      if (!keepDisk && !isMounted(join(p.dir, "disk"))) await step("pool disk", () => p.disks.remove(id));
+      if (!keepDisk) await step("pool disk", () => p.disks.remove(id, join(p.dir, "disk")));
       await step("cgroup", () => removeCgroup(p.cgroup));
       await step("files", async () => {
         // never into a mount: the layer is removed only once nothing is mounted on it

@@ -17,8 +17,8 @@ const IS_ROOT = process.getuid?.() === 0;
 /** Every tool `serve` runs by name, and the Debian package the message must name for it. */
 const TOOLS: [string, string][] = [
   ["runc", "runc"], ["nft", "nftables"], ["ip", "iproute2"], ["openssl", "openssl"], ["debootstrap", "debootstrap"],
-  ["rsync", "rsync"], ["mkfs.ext4", "e2fsprogs"], ["newuidmap", "uidmap"], ["nsenter", "util-linux"], ["mount", "mount"],
-  ["umount", "mount"], ["chroot", "coreutils"],
+  ["rsync", "rsync"], ["mkfs.ext4", "e2fsprogs"], ["mkfs.xfs", "xfsprogs"], ["xfs_growfs", "xfsprogs"], ["fsfreeze", "util-linux"],
+  ["losetup", "mount"], ["newuidmap", "uidmap"], ["nsenter", "util-linux"], ["mount", "mount"], ["umount", "mount"], ["chroot", "coreutils"],
 ];
 
 /** The host's executable `tool` on the usual PATH. */
