@@ -59,7 +59,8 @@ export const SNAPSHOT_ROUTES: Route[] = [
     },
   },
   { method: "DELETE", path: new RegExp(`^/snapshots/${ID}$`), param: "raw", handle: deleteByRef },
-  { method: "DELETE", path: new RegExp(`^/templates/${ID}$`), param: "raw", handle: deleteByRef },
+  // DELETE /templates/tags is the template routes' own (tag removal), never a reference
+  { method: "DELETE", path: new RegExp(`^/templates/(?!tags$)${ID}$`), param: "raw", handle: deleteByRef },
   {
     method: "POST",
     path: new RegExp(`^/sandboxes/${ID}/fork$`),

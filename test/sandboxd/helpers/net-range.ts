@@ -19,8 +19,25 @@ function overlap(a: string, b: string): boolean {
   return x0 <= y1 && y0 <= x1;
 }
 
-/** What on this machine holds part of `cidr` (an address, or a route into it or around it on a link), or undefined. */
+/** The sandbox ranges of the sandboxd host tables on this machine (other runs' live or leftover instances). */
+function sandboxdRanges(): { table: string; cidr: string }[] {
+  const out: { table: string; cidr: string }[] = [];
+  const tables = JSON.parse(spawnSync("nft", ["-j", "list", "tables"], { encoding: "utf8" }).stdout || "{}") as { nftables?: { table?: { family: string; name: string } }[] };
+  for (const o of tables.nftables ?? []) {
+    if (o.table?.family !== "inet" || !/^sandboxd_/.test(o.table.name)) continue;
+    const set = JSON.parse(spawnSync("nft", ["-j", "list", "set", "inet", o.table.name, "sandbox_range"], { encoding: "utf8" }).stdout || "{}") as { nftables?: { set?: { elem?: unknown[] } }[] };
+    for (const e of set.nftables?.find((x) => x.set)?.set?.elem ?? []) {
+      const p = (e as { prefix?: { addr: string; len: number } }).prefix;
+      if (p) out.push({ table: o.table.name, cidr: `${p.addr}/${p.len}` });
+      else if (typeof e === "string") out.push({ table: o.table.name, cidr: e });
+    }
+  }
+  return out;
+}
+
+/** What on this machine holds part of `cidr` (an address, a route into it or around it on a link, or a sandboxd's host table), or undefined. */
 export function rangeUser(cidr: string): string | undefined {
+  for (const r of sandboxdRanges()) if (overlap(r.cidr, cidr)) return `range ${r.cidr} of nft table inet ${r.table}`;
   const addrs = JSON.parse(spawnSync("ip", ["-j", "-4", "addr"], { encoding: "utf8" }).stdout || "[]") as { ifname: string; addr_info?: { local: string }[] }[];
   for (const l of addrs) for (const a of l.addr_info ?? []) if (overlap(`${a.local}/32`, cidr)) return `address ${a.local} on ${l.ifname}`;
   const routes = JSON.parse(spawnSync("ip", ["-j", "-4", "route", "show", "table", "all"], { encoding: "utf8" }).stdout || "[]") as { dst: string; dev?: string; scope?: string }[];
