@@ -18,7 +18,7 @@ const IS_ROOT = process.getuid?.() === 0;
 const TOOLS: [string, string][] = [
   ["runc", "runc"], ["nft", "nftables"], ["ip", "iproute2"], ["openssl", "openssl"], ["debootstrap", "debootstrap"],
   ["rsync", "rsync"], ["mkfs.ext4", "e2fsprogs"], ["mkfs.xfs", "xfsprogs"], ["xfs_growfs", "xfsprogs"], ["fsfreeze", "util-linux"],
-  ["losetup", "mount"], ["newuidmap", "uidmap"], ["nsenter", "util-linux"], ["mount", "mount"], ["umount", "mount"], ["chroot", "coreutils"],
+  ["losetup", "mount"], ["skopeo", "skopeo"], ["umoci", "umoci"], ["newuidmap", "uidmap"], ["nsenter", "util-linux"], ["mount", "mount"], ["umount", "mount"], ["chroot", "coreutils"],
 ];
 
 /** The host's executable `tool` on the usual PATH. */
