@@ -162,30 +162,33 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test("a registry that stops sending mid-layer: the build fails after --registry-timeout, naming the image; nothing of the pull is left", async () => {
+  test("a registry that stops sending mid-layer: the build fails after --registry-timeout, naming the image; nothing of the pull is left", async (t) => {
     const got = await buildAll(s, [["stall", `${proxy.host}/test/nouser:1`]]);
+    t.diagnostic(JSON.stringify(got));
     assert.match(got.stall, new RegExp(`pulling ${proxy.host}/test/nouser:1: failed: the registry sent nothing for ${TIMEOUT_S} s`));
     assert.deepEqual(halfMade(dataDir), []);
     assert.deepEqual(readdirSync(join(dataDir, "templates", "images", "images")), []);
   });
 
-  test("TLS from the test CA in --registry-certs-dir, credentials from --registry-auth-file: builds; an unknown tag and an untrusted CA fail naming the image", async () => {
+  test("TLS from the test CA in --registry-certs-dir, credentials from --registry-auth-file: builds; an unknown tag and an untrusted CA fail naming the image", async (t) => {
     const got = await buildAll(s, [
       ["tls", `${tlsReg.host}/private/app:1`],
       ["unknown", `${tlsReg.host}/private/app:nope`],
       ["untrusted", `${untrusted.host}/test/app:1`],
     ]);
+    t.diagnostic(JSON.stringify(got));
     assert.equal(got.tls, "built");
     assert.match(got.unknown, new RegExp(`pulling ${tlsReg.host}/private/app:nope: not found`));
     assert.match(got.untrusted, new RegExp(`pulling ${untrusted.host}/test/app:1: failed: .*(x509|certificate)`));
     assert.deepEqual(halfMade(dataDir), []);
   });
 
-  test("wrong credentials, from the SDK or from the auth file: access denied naming the image, no password anywhere", async () => {
+  test("wrong credentials, from the SDK or from the auth file: access denied naming the image, no password anywhere", async (t) => {
     const got = await buildAll(s, [
       ["sdk-wrong", `${tlsReg.host}/private/other:1`, { username: PRIVATE.user, password: SDK_WRONG }],
       ["file-wrong", `${filePriv.host}/private/app:1`],
     ]);
+    t.diagnostic(JSON.stringify(got));
     assert.match(got["sdk-wrong"], new RegExp(`pulling ${tlsReg.host}/private/other:1: access denied`));
     assert.match(got["file-wrong"], new RegExp(`pulling ${filePriv.host}/private/app:1: access denied`));
     for (const pw of [PRIVATE.password, SDK_WRONG, FILE_WRONG]) {
@@ -195,11 +198,12 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
     assert.deepEqual(halfMade(dataDir), []);
   });
 
-  test("a registry that never answers fails within --registry-timeout; one that answers garbage fails; both name the image and leave nothing", async () => {
+  test("a registry that never answers fails within --registry-timeout; one that answers garbage fails; both name the image and leave nothing", async (t) => {
     const got = await buildAll(s, [
       ["hang", `${hang.host}/test/app:1`],
       ["garbage", `${garbage.host}/test/app:1`],
     ]);
+    t.diagnostic(JSON.stringify(got));
     assert.match(got.hang, new RegExp(`pulling ${hang.host}/test/app:1: failed: the registry did not answer within ${TIMEOUT_S} s`));
     assert.match(got.garbage, new RegExp(`pulling ${garbage.host}/test/app:1: failed: .+`));
     assert.deepEqual(halfMade(dataDir), []);
