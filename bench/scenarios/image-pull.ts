@@ -23,15 +23,17 @@ const ID = "15-image-pull";
 const CACHE_DIR = process.env.SANDBOXD_CACHE_DIR ?? "/var/cache/sandboxd";
 const CIDR = "198.19.216.0/24";
 
-/** A v1 Dockerfile build: ms from the request to ready, and to the log line that ends the pull. */
-async function timedBuild(s: Sandboxd, ca: Buffer, alias: string, dockerfile: string): Promise<{ ms: number; pullMs?: number; cached: number }> {
+/** A v1 Dockerfile build: ms from the request to ready, to the log line that ends the pull, and from the start of flattening to ready. */
+async function timedBuild(s: Sandboxd, ca: Buffer, alias: string, dockerfile: string): Promise<{ ms: number; pullMs?: number; flattenMs?: number; cached: number }> {
   const t0 = Date.now();
   const r = await api(s, ca, "POST", "/templates", { body: { dockerfile, alias, memoryMB: 512 } });
   if (r.status !== 202) throw new Error(`build request answered ${r.status}: ${r.body}`);
   const done = await waitForBuild(s, ca, r.json.templateID, r.json.buildID);
   if (done.last.status !== "ready") throw new Error(`build failed: ${done.last.reason?.message}`);
+  const t1 = Date.now();
   const unpacked = done.logs.find((l) => /^unpacked \d+ layer/.test(l.message));
-  return { ms: Date.now() - t0, pullMs: unpacked ? Date.parse(unpacked.timestamp) - t0 : undefined, cached: done.logs.filter((l) => l.message.startsWith("CACHED")).length };
+  const flattening = done.logs.find((l) => l.message.startsWith("finalize: flattening"));
+  return { ms: t1 - t0, pullMs: unpacked ? Date.parse(unpacked.timestamp) - t0 : undefined, flattenMs: flattening ? t1 - Date.parse(flattening.timestamp) : undefined, cached: done.logs.filter((l) => l.message.startsWith("CACHED")).length };
 }
 
 /** `skopeo copy` to a fresh OCI layout and `umoci raw unpack` with sandboxd's id map, as sandboxd runs them; ms. */
@@ -71,6 +73,7 @@ export const imagePull: Scenario = {
       const pulls: number[] = [];
       const builds: number[] = [];
       const changed: number[] = [];
+      const flattens: number[] = [];
       const cached: number[] = [];
       for (let i = 0; i < rounds; i++) {
         hand.push(byHand(ref, ctx.tmp));
@@ -85,6 +88,7 @@ export const imagePull: Scenario = {
           const again = await timedBuild(s, ca, "bench-pull", `FROM ${ref}\nRUN echo changed-${i} > /tmp/step\n`);
           if (again.pullMs !== undefined) throw new Error("the rebuild pulled again");
           changed.push(again.ms);
+          if (again.flattenMs !== undefined) flattens.push(again.flattenMs);
           const same = await timedBuild(s, ca, "bench-pull", `FROM ${ref}\nRUN echo changed-${i} > /tmp/step\n`);
           if (same.cached < 2) throw new Error(`the fully cached rebuild used ${same.cached} cached steps`);
           cached.push(same.ms);
@@ -100,7 +104,8 @@ export const imagePull: Scenario = {
           target: { text: "≤ 1.2×", met: (r) => r.ratio <= 1.2 },
         }),
         single(ID, `whole first build (pull, user layer, one RUN, flatten), p50 (${rounds})`, percentile(builds, 50), "ms"),
-        single(ID, `rebuild, image cached, one changed RUN step, p50 (${rounds})`, percentile(changed, 50), "ms", { text: "≤ 2000 ms", met: percentile(changed, 50) <= 2000 }),
+        single(ID, `rebuild, image cached, one changed RUN step, p50 (${rounds})`, percentile(changed, 50), "ms", { text: "≤ 2000 ms", met: percentile(changed, 50) <= 2000 },
+          flattens.length ? `of which flattening the layers into the template's rootfs (rsync over the ~300 MiB tree): ${percentile(flattens, 50).toFixed(0)} ms` : undefined),
         single(ID, `rebuild, image and every step cached, p50 (${rounds})`, percentile(cached, 50), "ms", { text: "≤ 2000 ms", met: percentile(cached, 50) <= 2000 }),
       ];
     } finally {
