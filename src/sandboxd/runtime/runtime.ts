@@ -1,7 +1,8 @@
 /**
- * The sandbox runtime contract: what the control plane asks of whatever runs sandboxes. The runc
- * backend implements it on one machine; a Kubernetes backend (one pod per sandbox) can follow
- * without touching the API, the store or the proxy. Every method is idempotent where the OCI
+ * The sandbox runtime contract: what the control plane asks of whatever runs sandboxes, and the
+ * one-off commands of template builds (`runOnce`). The runc backend implements it on one machine;
+ * a Kubernetes backend (one pod per sandbox, one per build step) can follow without touching the
+ * API, the store, the proxy or the template builder. Every method is idempotent where the OCI
  * runtime's own verbs are (stop of a stopped sandbox, thaw of a running one succeed). A backend
  * does not own the sandboxes' network: it is given one (host/sandbox-network.ts).
  */

@@ -114,12 +114,12 @@ async function layer(env: StageEnv, st: StageState, step: string, script: string
     try {
       await run(env, st, step, mnt, [bash, "-c", script], as, binds);
     } finally {
-      // the mount point runc made for the files is not part of the layer (rmdir never follows a link)
+      // the mount point the runtime made for the files is not part of the layer (rmdir never follows a link)
       if (binds) {
         try {
           rmdirSync(join(mnt, COPY_MOUNT));
         } catch {
-          // not made (the step failed before runc mounted it)
+          // not made (the step failed before the runtime mounted it)
         }
       }
     }
