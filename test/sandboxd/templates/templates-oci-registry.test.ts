@@ -1,8 +1,9 @@
 // Registries that are hard to pull from, all on loopback: TLS from a CA the test makes (trusted
 // through --registry-certs-dir), credentials from --registry-auth-file, wrong credentials, an
-// unknown tag, a registry that stops sending mid-layer, one that never answers, one that answers
-// garbage. Each failure is a build error naming the image (never a password) that leaves no
-// half-made pull, blob or layer in the data dir.
+// unknown tag, a registry that stops sending mid-layer, one that corrupts a layer or serves
+// another manifest than the digest named, one that never answers, one that answers garbage. Each
+// failure is a build error naming the image (never a password) that leaves no half-made pull,
+// blob or layer in the data dir.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -39,20 +40,29 @@ async function tcpServer(onSocket: (s: Socket) => void): Promise<{ host: string;
   return { host: `127.0.0.1:${(srv.address() as AddressInfo).port}`, close: () => (srv.close(), sockets.forEach((s) => s.destroy())) };
 }
 
-/** A proxy to `upstream` that passes everything but, of a blob over 1 MiB, only its first 256 KiB (then holds the connection open). */
-async function stallingProxy(upstream: string): Promise<{ host: string; close(): void }> {
+/**
+ * A proxy to `upstream` that passes everything but blobs over 1 MiB: "stall" sends their first
+ * 256 KiB and then holds the connection open; "corrupt" sends them whole with one byte changed and
+ * answers every manifest asked for by digest with the manifest of tag `1` of the same repository.
+ */
+async function badProxy(upstream: string, mode: "stall" | "corrupt"): Promise<{ host: string; close(): void }> {
   const held = new Set<Socket>();
   const srv: Server = createHttpServer((req, res) => {
     held.add(req.socket);
     const [hostname, port] = upstream.split(":");
-    const up = request({ hostname, port: Number(port), path: req.url, method: req.method, headers: req.headers }, (ur) => {
+    const path = mode === "corrupt" ? (req.url ?? "").replace(/\/manifests\/sha256:[0-9a-f]{64}$/, "/manifests/1") : req.url;
+    const up = request({ hostname, port: Number(port), path, method: req.method, headers: req.headers }, (ur) => {
       res.writeHead(ur.statusCode ?? 502, ur.headers);
       if (!/\/blobs\/sha256:/.test(req.url ?? "") || Number(ur.headers["content-length"]) <= 1 << 20) return void ur.pipe(res);
       let sent = 0;
       ur.on("data", (c: Buffer) => {
-        if (sent < 256 << 10) res.write(c);
+        if (mode === "corrupt") {
+          if (sent === 0) c[c.length - 1] ^= 0xff;
+          res.write(c);
+        } else if (sent < 256 << 10) res.write(c);
         sent += c.length;
       });
+      if (mode === "corrupt") ur.on("end", () => res.end());
     });
     up.on("error", () => res.destroy());
     req.pipe(up);
@@ -116,6 +126,9 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
   let untrusted: Registry;
   let filePriv: Registry;
   let proxy: { host: string };
+  let corrupt: { host: string };
+  /** The manifest digest of test/nouser:other (the base image) on the plain registry. */
+  let otherDigest: string;
   let hang: { host: string };
   let garbage: { host: string };
 
@@ -126,10 +139,11 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
     filePriv = await startRegistry(PRIVATE);
     const plain = await startRegistry();
     regs.push(tlsReg, untrusted, filePriv, plain);
-    proxy = await stallingProxy(plain.host);
+    proxy = await badProxy(plain.host, "stall");
+    corrupt = await badProxy(plain.host, "corrupt");
     hang = await tcpServer(() => undefined);
     garbage = await tcpServer((sock) => sock.end(Buffer.from("\x00\xffthis is not a registry\r\n\r\n", "latin1")));
-    servers.push(proxy as { host: string; close(): void }, hang as { host: string; close(): void }, garbage as { host: string; close(): void });
+    servers.push(proxy as { host: string; close(): void }, corrupt as { host: string; close(): void }, hang as { host: string; close(): void }, garbage as { host: string; close(): void });
     const base = cachedBaseRootfs(CACHE_DIR);
     assert.ok(base, "the base rootfs is cached (built by any sandboxd's start)");
     const layout = await fixtureLayout(CACHE_DIR, base);
@@ -139,6 +153,9 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
     push(layout, "app", `${untrusted.host}/test/app:1`);
     push(layout, "app", `${filePriv.host}/private/app:1`, { creds });
     push(layout, "nouser", `${plain.host}/test/nouser:1`);
+    push(layout, "debian", `${plain.host}/test/nouser:other`);
+    const raw = execFileSync("skopeo", ["inspect", "--raw", "--tls-verify=false", `docker://${plain.host}/test/nouser:other`]);
+    otherDigest = `sha256:${createHash("sha256").update(raw).digest("hex")}`;
     // Docker's certs.d layout: the test CA for the TLS registry only
     const certsDir = join(work, "certs.d");
     mkdirSync(join(certsDir, tlsReg.host), { recursive: true });
@@ -150,7 +167,7 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
       dataDir,
       args: [
         "--registry-certs-dir", certsDir, "--registry-auth-file", authFile, "--registry-timeout", String(TIMEOUT_S),
-        "--insecure-registry", filePriv.host, "--insecure-registry", proxy.host, "--insecure-registry", garbage.host,
+        "--insecure-registry", filePriv.host, "--insecure-registry", proxy.host, "--insecure-registry", corrupt.host, "--insecure-registry", garbage.host,
       ],
     });
   });
@@ -166,6 +183,18 @@ describe("pulls from hard registries", { skip: sandboxSkipReason() ?? registrySk
     const got = await buildAll(s, [["stall", `${proxy.host}/test/nouser:1`]]);
     t.diagnostic(JSON.stringify(got));
     assert.match(got.stall, new RegExp(`pulling ${proxy.host}/test/nouser:1: failed: the registry sent nothing for ${TIMEOUT_S} s`));
+    assert.deepEqual(halfMade(dataDir), []);
+    assert.deepEqual(readdirSync(join(dataDir, "templates", "images", "images")), []);
+  });
+
+  test("a registry that serves a corrupted layer, or another manifest than the digest asked for: the build fails naming the image; no blob of it is kept", async (t) => {
+    const got = await buildAll(s, [
+      ["corrupt", `${corrupt.host}/test/nouser:1`],
+      ["mismatch", `${corrupt.host}/test/nouser@${otherDigest}`],
+    ]);
+    t.diagnostic(JSON.stringify(got));
+    assert.match(got.corrupt, new RegExp(`pulling ${corrupt.host}/test/nouser:1: failed: .*[Dd]igest`));
+    assert.match(got.mismatch, new RegExp(`pulling ${corrupt.host}/test/nouser@${otherDigest}: failed: .*digest`));
     assert.deepEqual(halfMade(dataDir), []);
     assert.deepEqual(readdirSync(join(dataDir, "templates", "images", "images")), []);
   });
