@@ -3,6 +3,7 @@ import { backpressure } from "./backpressure.js";
 import { density } from "./density.js";
 import { egressPolicy } from "./egress-policy.js";
 import { footprint } from "./footprint.js";
+import { imagePull } from "./image-pull.js";
 import { listing } from "./listing.js";
 import { load } from "./load.js";
 import { roundtrip } from "./roundtrip.js";
@@ -15,4 +16,4 @@ import { transfer } from "./transfer.js";
 import { watching } from "./watching.js";
 
 /** Every scenario, in the order they were added. */
-export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths];
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull];

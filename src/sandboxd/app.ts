@@ -152,7 +152,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     await service.reconcile();
     sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({
-      store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
+      store, log, runtime, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
       // snapshots of a template's sandboxes start on its files as much as its sandboxes run on them
       liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length + store.snapshots.countByTemplate(id),
     });

@@ -74,6 +74,8 @@ const options: Record<string, Option> = {
   "registry-mirror": { env: "SANDBOXD_REGISTRY_MIRRORS", help: "Docker Hub mirror URL tried before the Hub for Hub images (repeatable; the variable is comma-separated); http:// mirrors are plain HTTP", def: "" },
   "insecure-registry": { env: "SANDBOXD_INSECURE_REGISTRIES", help: "registry host[:port] pulled from over plain HTTP or unverified TLS (repeatable; the variable is comma-separated)", def: "" },
   "registry-auth-file": { env: "SANDBOXD_REGISTRY_AUTH_FILE", help: "docker config.json with credentials for private registries, used by builds that bring none", def: "" },
+  "registry-certs-dir": { env: "SANDBOXD_REGISTRY_CERTS_DIR", help: "Docker's certs.d layout: DIR/<host[:port]>/*.crt are CAs trusted for that registry beside the system's (client.cert/client.key: its client certificate)", def: "" },
+  "registry-timeout": { env: "SANDBOXD_REGISTRY_TIMEOUT", help: "seconds a registry may take to answer a manifest request, or go without sending a byte of a pull, before the build fails", def: "60" },
   "image-cache-hours": { env: "SANDBOXD_IMAGE_CACHE_HOURS", help: "hours a pulled base image no build used stays cached (sooner when the disk is short)", def: "24" },
   "storage-backing": { env: "SANDBOXD_STORAGE_BACKING", help: "where sandbox disks and snapshots live: auto (the data dir's file system when it can reflink, else a loop-mounted XFS image under it), host or loop", def: "auto" },
   "storage-size-mb": { env: "SANDBOXD_STORAGE_SIZE_MB", help: "MiB of a loop-backed storage pool (a sparse image, grown when larger; auto: half the data dir's free space at its first start)", def: "auto" },
@@ -90,11 +92,15 @@ function registrySettings(get: (name: string) => string): RegistrySettings {
   const list = (name: string) => get(name).split(",").map((x) => x.trim()).filter(Boolean);
   const hours = get("image-cache-hours");
   if (!/^\d{1,5}$/.test(hours)) throw new Error(`--image-cache-hours must be a whole number of hours, got '${hours}'`);
+  const timeout = get("registry-timeout");
+  if (!/^\d{1,5}$/.test(timeout) || Number(timeout) < 1) throw new Error(`--registry-timeout must be a whole number of seconds (1..99999), got '${timeout}'`);
   return {
     mirrors: list("registry-mirror").map(parseMirror),
     insecure: new Set(list("insecure-registry").map(checkInsecureRegistry)),
     authFile: get("registry-auth-file") || undefined,
     imageGraceMs: Number(hours) * 3600_000,
+    certsDir: get("registry-certs-dir") || undefined,
+    timeoutMs: Number(timeout) * 1000,
   };
 }
 

@@ -19,7 +19,8 @@ import { RuncCli } from "./runc-cli.js";
 import { teardownSandbox } from "./runc-teardown.js";
 import { diskSource, SandboxDisks } from "./runc-disk.js";
 import type { StoragePool } from "../storage/pool.js";
-import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
+import { RuncRuns } from "./runc-once.js";
+import type { ObservedSandbox, RunOnceResult, RunOnceSpec, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
 import { RecordStore, type SandboxRecord } from "./state.js";
 import { waitForPort } from "./wait.js";
 
@@ -56,6 +57,7 @@ class RuncRuntime implements Runtime {
   private readonly network: SandboxNetwork;
   private readonly diskPool: SandboxDisks;
   private readonly tiniPath: string;
+  private readonly runs: RuncRuns;
   /** Operations on one sandbox run one after another. */
   private readonly serial = createSerializer();
   private settled?: Promise<void>;
@@ -74,6 +76,7 @@ class RuncRuntime implements Runtime {
     this.network = opts.network;
     this.diskPool = new SandboxDisks(opts.storage, opts.log);
     this.tiniPath = opts.tiniPath ?? "/usr/bin/tini-static";
+    this.runs = new RuncRuns(this.dataDir, this.tiniPath);
     assertReachableBySandboxes(join(this.sandboxesDir, "x"), "the data dir");
     assertReachableBySandboxes(join(resolve(opts.envdDir), "envd"), "the envd directory");
     assertReachableBySandboxes(this.tiniPath, "tini");
@@ -274,5 +277,13 @@ class RuncRuntime implements Runtime {
     }
     // the instance's parent cgroup goes once it is empty (runc makes it again when needed)
     removeCgroup(`/${this.cgroupParent}`);
+  }
+
+  runOnce(spec: RunOnceSpec, signal?: AbortSignal): Promise<RunOnceResult> {
+    return this.runs.run(spec, signal);
+  }
+
+  sweepRuns(): Promise<void> {
+    return this.runs.sweep();
   }
 }

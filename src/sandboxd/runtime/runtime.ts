@@ -1,7 +1,8 @@
 /**
- * The sandbox runtime contract: what the control plane asks of whatever runs sandboxes. The runc
- * backend implements it on one machine; a Kubernetes backend (one pod per sandbox) can follow
- * without touching the API, the store or the proxy. Every method is idempotent where the OCI
+ * The sandbox runtime contract: what the control plane asks of whatever runs sandboxes, and the
+ * one-off commands of template builds (`runOnce`). The runc backend implements it on one machine;
+ * a Kubernetes backend (one pod per sandbox, one per build step) can follow without touching the
+ * API, the store, the proxy or the template builder. Every method is idempotent where the OCI
  * runtime's own verbs are (stop of a stopped sandbox, thaw of a running one succeed). A backend
  * does not own the sandboxes' network: it is given one (host/sandbox-network.ts).
  */
@@ -46,6 +47,41 @@ export interface SandboxAddress {
 export interface ObservedSandbox extends SandboxAddress {
   /** running: processes live; paused: frozen in memory; stopped: made but not running. */
   status: "running" | "paused" | "stopped";
+}
+
+/**
+ * One command run to its end in a root filesystem the caller made and mounted (a template
+ * build's step): isolated as a sandbox is, under its own limits, with no envd.
+ */
+export interface RunOnceSpec {
+  /** Name of the run, unique among live runs ([a-z0-9-], at most 64). */
+  runID: string;
+  /** The root filesystem the command sees as `/`; writable: what the command changes stays there. */
+  rootfs: string;
+  argv: string[];
+  /** Numeric ids inside (the caller resolves a user name in its image). */
+  user: { uid: number; gid: number };
+  env: Record<string, string>;
+  /** Working directory inside; it must exist. */
+  cwd: string;
+  cpuCount: number;
+  memoryMB: number;
+  /** Most processes (and threads) the run may have at once. */
+  pidsLimit: number;
+  /** "loopback": a network of its own with only the loopback interface (nothing leaves it). */
+  network: "loopback";
+  /** Host directories bind-mounted read-only inside. */
+  binds?: { source: string; destination: string }[];
+  /** How long the command may run before it is killed. */
+  timeoutMs: number;
+  /** Each line the command writes to stdout or stderr (a line longer than 4 KiB is cut there). */
+  onLine(line: string): void;
+}
+
+/** How a run ended: its exit code (null: killed by a signal), and whether its timeout killed it. */
+export interface RunOnceResult {
+  exitCode: number | null;
+  timedOut: boolean;
 }
 
 /** The backend that makes, freezes and removes sandboxes. */
@@ -97,4 +133,11 @@ export interface Runtime {
   list(): Promise<ObservedSandbox[]>;
   /** Removes leftovers (half-made layers, slots, cgroups) of sandboxes not in `keep`. */
   sweep(keep: ReadonlySet<string>): Promise<void>;
+  /**
+   * Runs one command to its end (see RunOnceSpec) and resolves with how it ended; an abort kills
+   * it. Whatever the run made besides its changes to `rootfs` is gone when the promise settles.
+   */
+  runOnce(spec: RunOnceSpec, signal?: AbortSignal): Promise<RunOnceResult>;
+  /** Removes what runs of a process that died left behind (processes, state, cgroups); live runs of this one are kept. */
+  sweepRuns?(): Promise<void>;
 }

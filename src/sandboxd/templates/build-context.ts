@@ -1,4 +1,5 @@
 /** What a build's executor is given: caches, where it works, the base images and its log. */
+import type { Runtime } from "../runtime/runtime.js";
 import type { BuildLogEntry } from "../store/builds.js";
 import type { BaseFrom, BaseImage } from "./base-images.js";
 import type { HeldFiles } from "./files.js";
@@ -7,13 +8,12 @@ import type { LayerCache } from "./layers.js";
 /** What the executor needs from its surroundings. */
 export interface ExecutorContext {
   cache: LayerCache;
-  /** Where a build keeps its build sandboxes' bundles while it runs (`<dir>/<buildID>`). */
+  /** Where a build keeps its scratch files (stage mounts) while it runs (`<dir>/<buildID>`). */
   buildsDir: string;
   /** Where flattened root filesystems are cached, by the key of the build's last step (`<dir>/<key>`). */
   rootfsDir: string;
-  runcRoot: string;
-  tiniPath: string;
-  cgroupParent: string;
+  /** Where each step's command runs (the runtime's run-once verb). */
+  runtime: Pick<Runtime, "runOnce">;
   /** Who the build is for: part of every layer key, so no team is ever served (or learns of) another's layers. */
   scope: string;
   /** The SHA-256 of the stored upload of a COPY's files hash, or undefined when it was never uploaded. */

@@ -1,9 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.js";
-import { execTool } from "../host/exec.js";
 import { isMounted, unmount } from "../host/mounts.js";
-import { removeCgroup } from "../host/cgroups.js";
+import type { Runtime } from "../runtime/runtime.js";
 import type { Build, BuildLogEntry } from "../store/builds.js";
 import type { Store } from "../store/store.js";
 import type { ExecutorContext } from "./build-context.js";
@@ -28,7 +27,8 @@ const REASON_TAIL = 20;
 export interface BuildRunnerOptions {
   store: Store;
   log: Logger;
-  executor: Omit<ExecutorContext, "log" | "scope" | "filesDigest" | "holdFiles" | "baseOf">;
+  /** The executor's surroundings; its runtime also sweeps what runs of a stopped process left. */
+  executor: Omit<ExecutorContext, "log" | "scope" | "filesDigest" | "holdFiles" | "baseOf" | "runtime"> & { runtime: Pick<Runtime, "runOnce" | "sweepRuns"> };
   files: Pick<TemplateFiles, "digest" | "hold">;
   /** The build's base; `credentials` and `say` serve its pull. */
   baseOf(teamID: string, from: BaseFrom, credentials: RegistryCredentials | undefined, signal: AbortSignal, say: (message: string, level?: "info" | "warn") => void): Promise<BaseImage>;
@@ -138,8 +138,7 @@ export class BuildRunner {
       if (b.status === "waiting" && b.spec && !(b.spec as StoredSpec).steps) continue; // still waiting for its steps
       store.builds.update({ ...b, status: "error", reason: { message: "the build was interrupted: sandboxd stopped while it ran; start a new build" }, finishedAt: new Date().toISOString(), updatedAt: new Date().toISOString() });
     }
-    const r = await execTool("runc", ["--root", executor.runcRoot, "list", "-q"]);
-    for (const id of r.code === 0 ? r.stdout.split("\n").filter(Boolean) : []) await execTool("runc", ["--root", executor.runcRoot, "delete", "--force", id]);
+    await executor.runtime.sweepRuns?.();
     await unmountBelow(templatesDir);
     // nothing builds yet: every build's scratch directory and every half-flattened rootfs is a leftover
     for (const id of existsSync(executor.buildsDir) ? readdirSync(executor.buildsDir) : []) await removeTree(join(executor.buildsDir, id)).catch(() => undefined);
@@ -147,14 +146,13 @@ export class BuildRunner {
       if (name.includes(".tmp-")) await removeTree(join(executor.rootfsDir, name)).catch(() => undefined);
     }
     await sweep();
-    removeCgroup(`/${executor.cgroupParent}`);
   }
 
   /** Cancels every build in progress and waits for them. */
   async close(): Promise<void> {
     for (const r of this.running.values()) r.abort.abort(new Error("sandboxd is stopping"));
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
-    removeCgroup(`/${this.o.executor.cgroupParent}`);
+    await this.o.executor.runtime.sweepRuns?.();
   }
 }
 

@@ -1,7 +1,7 @@
-import { createHash } from "node:crypto";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { Logger } from "../log.js";
+import type { Runtime } from "../runtime/runtime.js";
 import { Conflict, Forbidden, invalid, Invalid, LimitExceeded, NotFound } from "../errors.js";
 import type { Build } from "../store/builds.js";
 import { installSecret, randomId } from "../store/seed.js";
@@ -30,7 +30,8 @@ export interface TemplateServiceOptions {
   /** The base rootfs `e2bdev/base` and `debian:bookworm` resolve to. */
   baseRootfs: string;
   envdVersion: string;
-  tiniPath?: string;
+  /** Where build steps run (the run-once verb), and what sweeps the runs a stopped sandboxd left. */
+  runtime: Pick<Runtime, "runOnce" | "sweepRuns">;
   /** How many live sandboxes run from a template (a template in use cannot be deleted). */
   liveSandboxes(templateID: string): number;
   stepTimeoutMs?: number;
@@ -42,14 +43,6 @@ export interface TemplateServiceOptions {
 
 /** Template operations of the control API, for a team. */
 export type TemplateService = ReturnType<typeof createTemplateService>;
-
-/**
- * The cgroup parent of a data dir's build sandboxes: named by the data dir, so that a restart
- * after a crash finds (and removes) what the last run left.
- */
-export function buildCgroupParent(dataDir: string): string {
-  return `sandboxd-build-${createHash("sha256").update(resolve(dataDir)).digest("hex").slice(0, 10)}`;
-}
 
 /** Templates of one team that may build at once (each build runs its steps one by one). */
 const MAX_CONCURRENT_BUILDS = 4;
@@ -64,8 +57,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
   const runner = new BuildRunner({
     store, log, envdVersion: o.envdVersion,
     executor: {
-      cache, buildsDir: join(dir, "builds"), rootfsDir: join(dir, "rootfs"), runcRoot: join(o.dataDir, "runc-build"), tiniPath: o.tiniPath ?? "/usr/bin/tini-static",
-      cgroupParent: buildCgroupParent(o.dataDir), stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
+      cache, buildsDir: join(dir, "builds"), rootfsDir: join(dir, "rootfs"), runtime: o.runtime,
+      stepTimeoutMs: o.stepTimeoutMs ?? 30 * 60_000,
     },
     files,
     baseOf: (teamID, spec, credentials, signal, say) => resolveBase({ store, teamID, baseRootfs: o.baseRootfs, images, credentials, signal, say }, spec),

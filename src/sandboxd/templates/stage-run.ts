@@ -5,7 +5,7 @@
  * `--from`, from an earlier stage mounted read-only; sources may be globs.
  */
 import { randomBytes } from "node:crypto";
-import { lstatSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import { lstatSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { statInRootFollowing } from "../host/in-root.js";
 import { BuildFailure } from "./build-failure.js";
@@ -93,19 +93,15 @@ function userInStack(stack: string[], user: string): boolean {
 async function run(env: StageEnv, st: StageState, step: string, mnt: string, argv: string[], as: string, binds?: { source: string; destination: string }[]): Promise<void> {
   const { ctx, buildID, signal } = env;
   const id = `b${buildID.replace(/-/g, "").slice(0, 12)}-${randomBytes(4).toString("hex")}`;
-  const bundleDir = join(ctx.buildsDir, buildID, "bundles", id);
-  mkdirSync(bundleDir, { recursive: true, mode: 0o700 });
   let code: number | null;
   try {
     code = await runInBuild({
-      id, bundleDir, rootfs: mnt, runcRoot: ctx.runcRoot, tiniPath: ctx.tiniPath, cgroupParent: ctx.cgroupParent, memoryMB: env.memoryMB,
+      runtime: ctx.runtime, id, rootfs: mnt, memoryMB: env.memoryMB,
       argv, user: as, env: st.envs, cwd: statInRootFollowing(mnt, st.workdir)?.isDirectory() ? st.workdir : "/", binds, timeoutMs: ctx.stepTimeoutMs, signal,
       onLine: (line) => ctx.log({ level: "info", message: line, step }),
     });
   } catch (err) {
     throw new BuildFailure(`step ${step} failed: ${(err as Error).message}`, step);
-  } finally {
-    rmSync(bundleDir, { recursive: true, force: true });
   }
   signal.throwIfAborted();
   if (code !== 0) throw new BuildFailure(`step ${step} failed: the command exited with ${code === null ? "a signal" : `code ${code}`}`, step);
@@ -118,12 +114,12 @@ async function layer(env: StageEnv, st: StageState, step: string, script: string
     try {
       await run(env, st, step, mnt, [bash, "-c", script], as, binds);
     } finally {
-      // the mount point runc made for the files is not part of the layer (rmdir never follows a link)
+      // the mount point the runtime made for the files is not part of the layer (rmdir never follows a link)
       if (binds) {
         try {
           rmdirSync(join(mnt, COPY_MOUNT));
         } catch {
-          // not made (the step failed before runc mounted it)
+          // not made (the step failed before the runtime mounted it)
         }
       }
     }

@@ -7,7 +7,7 @@ import { EventEmitter } from "node:events";
 import type { EnvdAddress, EnvdClient, EnvdConnector, InitSettings } from "../../../src/sandboxd/envd-client/client.js";
 import { ENVD_PORT } from "../../../src/sandboxd/envd-client/port.js";
 import type { EgressPolicy } from "../../../src/sandboxd/network/policy.js";
-import type { ObservedSandbox, Runtime, SandboxAddress, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
+import type { ObservedSandbox, RunOnceResult, Runtime, SandboxAddress, SandboxSpec } from "../../../src/sandboxd/runtime/runtime.js";
 
 /** A runtime verb. */
 export type RuntimeOp = "create" | "freeze" | "thaw" | "foreground" | "setEgress" | "remove" | "stop" | "snapshot" | "sweep";
@@ -142,6 +142,11 @@ export class FakeRuntime implements Runtime {
 
   async sweep(): Promise<void> {
     this.record("sweep", "");
+  }
+
+  /** Runs nothing: the fake has no root filesystems to run in. */
+  async runOnce(): Promise<RunOnceResult> {
+    throw new Error("runOnce is not supported by the fake runtime");
   }
 
   private get(id: string): FakeSandbox {

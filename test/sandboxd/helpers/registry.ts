@@ -1,11 +1,12 @@
 /**
  * A real OCI registry on loopback for tests: Debian's docker-registry (the CNCF distribution
- * server) with filesystem storage in a temp dir, plain HTTP, optionally behind htpasswd basic
- * auth; and pushes into it with skopeo.
+ * server) with filesystem storage in a temp dir, plain HTTP or TLS with a given certificate,
+ * optionally behind htpasswd basic auth; and pushes into it with skopeo.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { request } from "node:http";
+import { request, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./sandboxd.js";
@@ -26,14 +27,16 @@ export function registrySkipReason(): string | undefined {
 }
 
 /** GET /v2/ until the registry answers (401 counts: it is up, behind auth). */
-async function waitUp(host: string, child: ChildProcess, log: () => string): Promise<void> {
+async function waitUp(host: string, child: ChildProcess, log: () => string, tls: boolean): Promise<void> {
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`docker-registry exited ${child.exitCode}: ${log()}`);
     const status = await new Promise<number>((resolve) => {
-      const req = request(`http://${host}/v2/`, (res) => {
+      const url = `${tls ? "https" : "http"}://${host}/v2/`;
+      const answered = (res: IncomingMessage) => {
         res.resume();
         resolve(res.statusCode ?? 0);
-      });
+      };
+      const req = tls ? httpsRequest(url, { rejectUnauthorized: false }, answered) : request(url, answered);
       req.on("error", () => resolve(0));
       req.end();
     });
@@ -43,8 +46,11 @@ async function waitUp(host: string, child: ChildProcess, log: () => string): Pro
   }
 }
 
-/** Starts a registry on a free loopback port; `auth` puts it behind basic auth for that user. */
-export async function startRegistry(auth?: { user: string; password: string }): Promise<Registry> {
+/**
+ * Starts a registry on a free loopback port; `auth` puts it behind basic auth for that user, `tls`
+ * (PEM files) serves it over TLS only.
+ */
+export async function startRegistry(auth?: { user: string; password: string }, tls?: { cert: string; key: string }): Promise<Registry> {
   const dir = mkdtempSync(join(tmpdir(), "oci-registry-"));
   const port = await freePort();
   const host = `127.0.0.1:${port}`;
@@ -57,13 +63,13 @@ export async function startRegistry(auth?: { user: string; password: string }): 
   }
   writeFileSync(
     join(dir, "config.yml"),
-    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, "data")}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n${authBlock}`,
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, "data")}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n${tls ? `  tls:\n    certificate: ${tls.cert}\n    key: ${tls.key}\n` : ""}${authBlock}`,
   );
   const child = spawn("docker-registry", ["serve", join(dir, "config.yml")], { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (log = (log + d).slice(-4000)));
   try {
-    await waitUp(host, child, () => log);
+    await waitUp(host, child, () => log, !!tls);
   } catch (err) {
     child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });

@@ -29,7 +29,7 @@ test("image references normalize as Docker's: Hub short names, library/, hosts w
   }
 });
 
-test("mirrors and registry flags: http mirrors are insecure, repeatable flags and comma-separated variables", () => {
+test("mirrors and registry flags: http mirrors are insecure, repeatable flags and comma-separated variables; the certs dir and the registry timeout", () => {
   assert.deepEqual(parseMirror("http://127.0.0.1:5000/"), { host: "127.0.0.1:5000", insecure: true });
   assert.deepEqual(parseMirror("https://mirror.gcr.io"), { host: "mirror.gcr.io", insecure: false });
   assert.throws(() => parseMirror("ftp://x"), /http:\/\/ or https:\/\//);
@@ -44,6 +44,16 @@ test("mirrors and registry flags: http mirrors are insecure, repeatable flags an
   assert.deepEqual([...e.config.registry.insecure], ["x:1", "y:2"]);
   const bad = parseConfig(["serve", "--insecure-registry", "a b"], {}, "t");
   assert.ok("print" in bad && /--insecure-registry must be host\[:port\]/.test(bad.print));
+  assert.equal(e.config.registry.timeoutMs, 60_000);
+  assert.equal(e.config.registry.certsDir, undefined);
+  const t = parseConfig(["serve", "--registry-timeout", "7", "--registry-certs-dir", "/etc/sandboxd/certs.d"], {}, "t");
+  assert.ok("config" in t);
+  assert.equal(t.config.registry.timeoutMs, 7000);
+  assert.equal(t.config.registry.certsDir, "/etc/sandboxd/certs.d");
+  for (const v of ["0", "5s", "1.5"]) {
+    const badTimeout = parseConfig(["serve", "--registry-timeout", v], {}, "t");
+    assert.ok("print" in badTimeout && /--registry-timeout must be a whole number of seconds/.test(badTimeout.print), v);
+  }
 });
 
 test("a multi-arch index picks linux/<this arch>, skipping attestations; none names what it has", () => {

@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildCgroupParent } from "../../../src/sandboxd/templates/service.js";
+import { runCgroupParent } from "../../../src/sandboxd/runtime/runc-once.js";
 import { api } from "../helpers/api-client.js";
 import { cgroupDirsLike } from "../helpers/runtime.js";
 import { sandboxSkipReason, startSandboxd, type Sandboxd } from "../helpers/sandboxd.js";
@@ -47,7 +47,7 @@ describe("template build faults", { skip: sandboxSkipReason() ?? false }, () => 
   after(async () => {
     await s?.stop();
     rmSync(dataDir, { recursive: true, force: true });
-    assert.deepEqual(cgroupDirsLike(buildCgroupParent(dataDir)), [], "no build cgroup is left");
+    assert.deepEqual(cgroupDirsLike(runCgroupParent(dataDir)), [], "no build cgroup is left");
   });
 
   test("a newer build of a template cancels the one in progress", async () => {

@@ -20,6 +20,8 @@ export class PullProgress {
   private timer: NodeJS.Timeout | undefined;
   private lastLine = 0;
   private lastBytes = -1;
+  private seenBytes = -1;
+  private changedAt = Date.now();
 
   constructor(private readonly blobDir: string, private readonly layout: string, private readonly layers: Descriptor[], private readonly say: (m: string) => void) {
     this.total = layers.reduce((n, l) => n + l.size, 0);
@@ -64,11 +66,17 @@ export class PullProgress {
       // the layout is not made yet, or a temp file was renamed meanwhile
     }
     const now = Date.now();
+    if (bytes !== this.seenBytes) (this.seenBytes = bytes), (this.changedAt = now);
     if (now - this.lastLine >= 2000 && bytes !== this.lastBytes && bytes < this.total) {
       this.lastLine = now;
       this.lastBytes = bytes;
       this.say(`downloaded ${mib(bytes)} of ${mib(this.total)} (${this.reported.size}/${this.layers.length} layers)`);
     }
+  }
+
+  /** How long the pull has gone without a byte more (as of the last tick). */
+  idleMs(): number {
+    return Date.now() - this.changedAt;
   }
 
   /** Reports the layers finished since the last tick and the total. */

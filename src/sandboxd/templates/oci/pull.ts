@@ -12,7 +12,7 @@ import { checkImage, readImageConfig } from "./image-config.js";
 import { digestOf, parseManifest, pickPlatform, type Descriptor } from "./manifest.js";
 import { PullProgress } from "./progress.js";
 import { transportRef, type ImageRef } from "./ref.js";
-import { isInsecure, type RegistrySettings } from "./settings.js";
+import { certDirOf, DEFAULT_REGISTRY_TIMEOUT_MS, isInsecure, type RegistrySettings } from "./settings.js";
 import { copyToLayout, inspectRaw, RegistryError, type Access } from "./skopeo.js";
 import type { ImageStore, StoredImage } from "./store.js";
 import { unpackImage } from "./unpack.js";
@@ -80,14 +80,20 @@ export class ImagePuller {
 
   /** Runs `fn` with how `src` is reached: the build's credentials (own registry only), else the host's auth file, else anonymous. */
   private async access<T>(src: Source, registry: string, auth: BasicAuth | undefined, secrets: string[], fn: (a: Access) => Promise<T>): Promise<T> {
-    if (auth && !src.mirror) return withAuthFile(this.store.tmpDir, registry, auth, (file) => fn({ insecure: src.insecure, authFile: file, secrets }));
-    return fn({ insecure: src.insecure, authFile: this.settings.authFile, secrets });
+    const certDir = certDirOf(this.settings, src.host);
+    if (auth && !src.mirror) return withAuthFile(this.store.tmpDir, registry, auth, (file) => fn({ insecure: src.insecure, authFile: file, certDir, secrets }));
+    return fn({ insecure: src.insecure, authFile: this.settings.authFile, certDir, secrets });
+  }
+
+  /** How long a registry may keep a request or a pull waiting. */
+  private get timeoutMs(): number {
+    return this.settings.timeoutMs ?? DEFAULT_REGISTRY_TIMEOUT_MS;
   }
 
   /** Resolves the name on one source and pulls what it resolves to. */
   private async fromSource(req: PullRequest, src: Source, a: Access): Promise<StoredImage> {
     const { ref } = req;
-    const raw = await inspectRaw(transportRef(ref, src.host), a, req.signal);
+    const raw = await inspectRaw(transportRef(ref, src.host), a, req.signal, this.timeoutMs);
     const top = digestOf(raw);
     if (ref.digest && top !== ref.digest) throw new Error(`digest mismatch: the registry answered ${top} for ${ref.digest}`);
     let parsed = parseManifest(raw);
@@ -95,7 +101,7 @@ export class ImagePuller {
     if (parsed.kind === "index") {
       const entry: Descriptor = pickPlatform(parsed.manifests);
       digest = entry.digest;
-      const inner = await inspectRaw(transportRef(ref, src.host, digest), a, req.signal);
+      const inner = await inspectRaw(transportRef(ref, src.host, digest), a, req.signal, this.timeoutMs);
       if (digestOf(inner) !== digest) throw new Error(`digest mismatch: the registry answered ${digestOf(inner)} for ${digest}`);
       parsed = parseManifest(inner);
       if (parsed.kind !== "image") throw new Error("the image index names another index, not an image");
@@ -129,9 +135,18 @@ export class ImagePuller {
     try {
       req.say(`pulling ${req.ref.canonical}${src.mirror ? ` from mirror ${src.host}` : ""} (${digest.slice(0, 19)}): ${progress.summary()}`);
       progress.start();
+      // a registry that stops sending (a hung connection) fails the pull instead of holding it for the copy's whole bound
+      const stalled = new AbortController();
+      const cancel = () => stalled.abort(req.signal.reason);
+      req.signal.addEventListener("abort", cancel, { once: true });
+      const watch = setInterval(() => {
+        if (progress.idleMs() > this.timeoutMs) stalled.abort(new RegistryError(`the registry sent nothing for ${Math.round(this.timeoutMs / 1000)} s`));
+      }, 1000);
       try {
-        await copyToLayout(transportRef(req.ref, src.host, digest), join(tmp, "layout"), this.store.blobDir, a, req.signal, () => progress.tick());
+        await copyToLayout(transportRef(req.ref, src.host, digest), join(tmp, "layout"), this.store.blobDir, a, stalled.signal, () => progress.tick());
       } finally {
+        clearInterval(watch);
+        req.signal.removeEventListener("abort", cancel);
         progress.stop();
       }
       progress.done();

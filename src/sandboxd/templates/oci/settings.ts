@@ -1,8 +1,11 @@
 /**
  * How sandboxd reaches registries: Docker Hub mirrors (Docker's `registry-mirrors`), the registries
- * it may talk to without verified TLS (Docker's `insecure-registries`), and an optional host-wide
- * credentials file in docker config.json format.
+ * it may talk to without verified TLS (Docker's `insecure-registries`), an optional host-wide
+ * credentials file in docker config.json format, extra CAs in Docker's certs.d layout, and how long
+ * a registry may keep a pull waiting.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 
 /** One Docker Hub mirror. */
 export interface Mirror {
@@ -22,6 +25,23 @@ export interface RegistrySettings {
   authFile?: string;
   /** How long a pulled image no build uses is kept (default 24 h); the disk floor prunes sooner. */
   imageGraceMs?: number;
+  /**
+   * Docker's certs.d layout: `<dir>/<host[:port]>/*.crt` are CAs trusted (beside the system's) for
+   * that registry, `client.cert`/`client.key` its client certificate.
+   */
+  certsDir?: string;
+  /** How long a registry may take to answer a manifest request, or go without sending a byte of a pull (default 60 s). */
+  timeoutMs?: number;
+}
+
+/** How long a registry may keep a request or a pull waiting when the settings do not say. */
+export const DEFAULT_REGISTRY_TIMEOUT_MS = 60_000;
+
+/** The certs.d directory of `host` (a registry's or a mirror's host[:port][/path]), when the settings have one for it. */
+export function certDirOf(s: RegistrySettings, host: string): string | undefined {
+  if (!s.certsDir) return undefined;
+  const dir = join(s.certsDir, host.split("/")[0].toLowerCase());
+  return existsSync(dir) ? dir : undefined;
 }
 
 /** Parses one mirror URL (`https://mirror.example.com`, `http://127.0.0.1:5000`); throws a message fit for the command line. */

@@ -13,6 +13,8 @@ export interface Access {
   insecure: boolean;
   /** A containers auth file; undefined: anonymous. */
   authFile?: string;
+  /** A certs.d directory of the registry (its CAs beside the system's, its client certificate). */
+  certDir?: string;
   /** Words to hide in error messages. */
   secrets: string[];
 }
@@ -24,11 +26,11 @@ export class RegistryError extends Error {
   }
 }
 
-/** skopeo's last `msg="..."`, or its last line, secrets removed. */
-function reason(stderr: string, secrets: string[]): string {
+/** skopeo's last `msg="..."`, or its last line, secrets removed; a deadline named as the registry's silence. */
+function reason(stderr: string, secrets: string[], timeoutMs: number): string {
   const msgs = [...stderr.matchAll(/msg="((?:[^"\\]|\\.)*)"/g)].map((m) => m[1].replace(/\\"/g, '"'));
-  const text = msgs.at(-1) ?? stderr.trim().split("\n").at(-1) ?? "";
-  return redact(text, secrets).replace(/^Error parsing image name "[^"]*": /, "").slice(0, 600) || "no reason given";
+  const text = redact(msgs.at(-1) ?? stderr.trim().split("\n").at(-1) ?? "", secrets).replace(/^Error parsing image name "[^"]*": /, "").slice(0, 600) || "no reason given";
+  return /context deadline exceeded|Client\.Timeout|TLS handshake timeout/.test(text) ? `the registry did not answer within ${Math.round(timeoutMs / 1000)} s (${text})` : text;
 }
 
 /** Runs skopeo; resolves with stdout when it exits 0, rejects with a RegistryError otherwise. */
@@ -59,13 +61,14 @@ function run(args: string[], a: Access, o: { signal: AbortSignal; timeoutMs: num
       o.signal.removeEventListener("abort", kill);
       if (code === 0) return resolve(Buffer.concat(out));
       if (o.signal.aborted) return reject(o.signal.reason instanceof Error ? o.signal.reason : new Error("aborted"));
-      const why = sig ? `killed after ${Math.round(o.timeoutMs / 1000)} s without an answer` : reason(stderr, a.secrets);
-      reject(new RegistryError(why, /manifest unknown|not found|name unknown|404/i.test(why), /unauthorized|authentication required|denied|401|403/i.test(why)));
+      const why = sig ? `killed after ${Math.round(o.timeoutMs / 1000)} s without an answer` : reason(stderr, a.secrets, o.timeoutMs);
+      // status codes as whole words: a registry's port (127.0.0.1:40123) is no 401
+      reject(new RegistryError(why, /manifest unknown|not found|name unknown|\b404\b/i.test(why), /unauthorized|authentication required|denied|\b40[13]\b/i.test(why)));
     });
   });
 }
 
-const tls = (prefix: string, a: Access) => [`--${prefix}tls-verify=${a.insecure ? "false" : "true"}`];
+const tls = (prefix: string, a: Access) => [`--${prefix}tls-verify=${a.insecure ? "false" : "true"}`, ...(a.certDir ? [`--${prefix}cert-dir`, a.certDir] : [])];
 const creds = (prefix: string, a: Access) => (a.authFile ? [`--${prefix}authfile`, a.authFile] : [`--${prefix}no-creds`]);
 
 /** The raw manifest (or index) bytes `ref` (a docker:// reference) names. */
