@@ -10,6 +10,7 @@ import { machineCpu, stealShare } from "./lib/procfs.js";
 import { renderMarkdown, renderText, stolen } from "./lib/table.js";
 import type { BenchContext, ScenarioResult } from "./lib/types.js";
 import { scenarios } from "./scenarios/index.js";
+import { stopAll } from "../test/sandboxd/helpers/sandboxd.js";
 
 const HELP = `Usage: npm run bench -- [--quick] [--only ID[,ID...]] [--out FILE]
   --quick   tiny sizes, one repetition: a smoke run of every scenario in well under a minute
@@ -54,10 +55,15 @@ async function main(): Promise<number> {
   process.stdout.write(`envd benchmark (${quick ? "quick" : "full"}) of ${ENVD_BIN} on ${describe(m)}\n`);
   const results: ScenarioResult[] = [];
   const cleanup = () => rmSync(tmp, { recursive: true, force: true });
-  process.once("SIGINT", () => {
-    cleanup();
-    process.exit(130);
-  });
+  // Told to end mid-run (Ctrl-C, or a harness's timeout): no sandboxd a scenario started outlives the run.
+  for (const [sig, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+    process.once(sig, () => {
+      void stopAll().finally(() => {
+        cleanup();
+        process.exit(code);
+      });
+    });
+  }
   try {
     for (const s of chosen) {
       const t0 = performance.now();

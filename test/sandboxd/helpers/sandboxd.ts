@@ -41,6 +41,17 @@ process.once("exit", () => {
   for (const net of held.values()) net.release();
 });
 
+/** The instances this process started and has not stopped. */
+const live = new Set<Sandboxd>();
+
+/**
+ * Stops every instance this process started and has not stopped (its sandboxes killed, its host
+ * state swept): for a bench or script told to end mid-run, so no sandboxd outlives it.
+ */
+export async function stopAll(): Promise<void> {
+  await Promise.allSettled([...live].map((s) => s.stop()));
+}
+
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -231,6 +242,7 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
     logs,
     terminate,
     async stop(signal = "SIGTERM") {
+      live.delete(sandboxd);
       if (exitCode === undefined) await killAll(port, ca, sdkEnv.E2B_API_KEY);
       const code = await terminate(signal);
       await sweepAll(dataDir, net.cidr, envdArtifactDir());
@@ -240,6 +252,7 @@ export async function startSandboxd(opts: { dataDir?: string; env?: NodeJS.Proce
       return code;
     },
   };
+  live.add(sandboxd);
   if (opts.wait === "lines") return sandboxd;
   for (;;) {
     const health = await call(port, ca, "api.e2b.localhost", "/health").catch(() => ({ status: 0, body: "" }));
