@@ -35,7 +35,7 @@ interface SnapOut { calls: [number, number][]; pauses: [number, number][]; info:
 interface PauseOut { pause: number[]; resume: number[]; resumeFirst: number[]; create: number[]; createFirst: number[]; kill: number[] }
 
 /** The longest stall (gap between the recorder's wake-ups) overlapping each window; 0 when none was over 2 ms. */
-export function stallsIn(windows: [number, number][], gaps: [number, number][]): number[] {
+function stallsIn(windows: [number, number][], gaps: [number, number][]): number[] {
   return windows.map(([a, b]) => Math.max(0, ...gaps.filter(([s, e]) => e > a && s < b).map(([s, e]) => e - s)));
 }
 
