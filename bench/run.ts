@@ -17,8 +17,9 @@ const HELP = `Usage: npm run bench -- [--quick] [--only ID[,ID...]] [--out FILE]
   --only    run only these scenarios (ids or their leading numbers, e.g. --only 1,4)
   --out     where to write the JSON results (default bench/results.json, with --quick
             bench/results-quick.json); a full run also writes the table as Markdown beside it
-  --size MIB     bulk data size for scenarios 2, 3 and 8 instead of 1024 (quick: 8-32)
+  --size MIB     bulk data size for scenarios 2, 3, 8 and 16 (its snapshot) instead of 1024 (quick: 8-32)
   --sandboxes N  idle sandboxes scenario 13 grows to (default 250, quick 12)
+  --forks N      forks of one sandbox whose storage pool space scenario 16 measures (default 100, quick 5)
   --profile DIR  profile every daemon (CPU, whole life) into DIR/envd-<pid>.cpuprofile; SIGUSR2 to a
                  daemon writes a heap snapshot there. Summarise a profile with
                  node build/bench/tools/profile-top.js FILE.cpuprofile
@@ -29,7 +30,7 @@ Scenarios: ${scenarios.map((s) => s.id).join(", ")}
 /** Entry point: runs the chosen scenarios in order, prints the table, writes results.json (+ .md). */
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { quick: { type: "boolean" }, only: { type: "string" }, out: { type: "string" }, size: { type: "string" }, sandboxes: { type: "string" }, profile: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { quick: { type: "boolean" }, only: { type: "string" }, out: { type: "string" }, size: { type: "string" }, sandboxes: { type: "string" }, forks: { type: "string" }, profile: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
   if (values.help) {
     process.stdout.write(HELP);
@@ -72,6 +73,7 @@ async function main(): Promise<number> {
         quick,
         sizeBytes: values.size ? Number(values.size) * 2 ** 20 : undefined,
         sandboxes: values.sandboxes ? Number(values.sandboxes) : undefined,
+        forks: values.forks ? Number(values.forks) : undefined,
         tmp: join(tmp, s.id),
         log: (msg) => process.stderr.write(`  [${s.id}] ${msg}\n`),
       };

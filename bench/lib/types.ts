@@ -39,6 +39,8 @@ export interface BenchContext {
   sizeBytes?: number;
   /** How many sandboxes the density scenario grows to (`--sandboxes`). */
   sandboxes?: number;
+  /** How many forks of one sandbox the snapshot scenario measures the pool's space with (`--forks`). */
+  forks?: number;
   /** Scratch directory under /tmp for this run, removed at the end. */
   tmp: string;
   log(msg: string): void;

@@ -10,10 +10,11 @@ import { roundtrip } from "./roundtrip.js";
 import { sdkDownload } from "./sdk-download.js";
 import { sandboxCreate } from "./sandbox-create.js";
 import { sandboxPaths } from "./sandbox-paths.js";
+import { snapshots } from "./snapshots.js";
 import { templateBuild } from "./template-build.js";
 import { throughput } from "./throughput.js";
 import { transfer } from "./transfer.js";
 import { watching } from "./watching.js";
 
 /** Every scenario, in the order they were added. */
-export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull];
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull, snapshots];
