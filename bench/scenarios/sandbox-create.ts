@@ -1,15 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MAPPED_ROOT } from "../../src/sandboxd/host/idmap.js";
-import { ociConfig } from "../../src/sandboxd/runtime/oci-config.js";
-import { unmount } from "../../src/sandboxd/host/mounts.js";
-import { mountOverlay } from "../../src/sandboxd/host/overlay.js";
-import { removeCgroup } from "../../src/sandboxd/host/cgroups.js";
 import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
 import { call, startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { needSandboxes } from "../lib/available.js";
+import { bareRuncTrue } from "../lib/bare-runc.js";
 import { compared, single } from "../lib/rows.js";
 import { sdkChild, sdkRun } from "../lib/sdk-run.js";
 import { percentile } from "../lib/stats.js";
@@ -49,34 +45,6 @@ process.stdin.resume();
 process.stdin.on("end", async () => { await Promise.all(all.map((s) => s.kill())); process.exit(0); });
 `;
 
-/** The baseline: `runc run` of the same base rootfs (same overlay, namespaces, seccomp, limits) running `true`. */
-async function bareRunc(rounds: number): Promise<number[]> {
-  const rootfs = await baseRootfs();
-  const envd = await envdDir();
-  const dir = mkdtempSync(join(tmpdir(), "sandboxd-bench-bare-"));
-  chmodSync(dir, 0o711);
-  for (const d of ["upper", "work", "rootfs"]) mkdirSync(join(dir, d));
-  chownSync(join(dir, "upper"), MAPPED_ROOT, MAPPED_ROOT);
-  await mountOverlay({ lower: rootfs, upper: join(dir, "upper"), work: join(dir, "work"), target: join(dir, "rootfs") });
-  const cgroup = `/sandboxd-bench-${process.pid}`;
-  try {
-    const cfg = ociConfig({ sandboxID: "bare", rootfsDir: join(dir, "rootfs"), envdDir: envd, tiniPath: "/usr/bin/tini-static", cgroupsPath: `${cgroup}/bare`, cpuCount: 2, memoryMB: 512, pidsLimit: 1024, defaultUser: "root" });
-    (cfg as { process: { args: string[] } }).process.args = ["/bin/true"];
-    writeFileSync(join(dir, "config.json"), JSON.stringify(cfg));
-    const ms: number[] = [];
-    for (let i = 0; i < rounds; i++) {
-      const t0 = performance.now();
-      execFileSync("runc", ["--root", join(dir, "runc"), "run", "--bundle", dir, `bare${i}`], { stdio: "ignore" });
-      ms.push(performance.now() - t0);
-    }
-    return ms;
-  } finally {
-    await unmount(join(dir, "rootfs")).catch(() => undefined);
-    removeCgroup(`${cgroup}/bare`);
-    removeCgroup(cgroup);
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /** RSS of a pid in MiB. */
 function rssMiB(pid: number): number {
@@ -122,7 +90,7 @@ export const sandboxCreate: Scenario = {
     const pooled = await rounds(n, POOL);
     const spaced = await rounds(ctx.quick ? 2 : 20, POOL, SPACED_MS);
     const cold = await rounds(n, 0);
-    const bare = await bareRunc(n);
+    const bare = await bareRuncTrue(n);
     const rows: Row[] = [];
     for (const p of [50, 95]) {
       rows.push(compared({
