@@ -1,8 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { MAPPED_ROOT } from "../../src/sandboxd/host/idmap.js";
-import { baseRootfs, envdDir } from "../../test/sandboxd/helpers/runtime.js";
 import { call, startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { needSandboxes } from "../lib/available.js";
 import { bareRuncTrue } from "../lib/bare-runc.js";

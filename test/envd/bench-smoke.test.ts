@@ -18,7 +18,7 @@ test("npm run bench -- --quick produces a row for every scenario", { timeout: 1_
     const r = spawnSync(process.execPath, [join(ROOT, "build", "bench", "run.js"), "--quick", "--out", out], {
       cwd: ROOT,
       encoding: "utf8",
-      // fourteen scenarios, four of them starting a sandboxd: ten minutes on a busy 2-core machine
+      // sixteen scenarios, seven of them starting a sandboxd: ten minutes and more on a busy 2-core machine
       timeout: 1_440_000,
     });
     assert.equal(r.status, 0, `bench exited with ${r.status}:\n${r.stdout}\n${r.stderr}`);
