@@ -54,6 +54,9 @@ export function byStartDesc(a: ListedRow, b: ListedRow): number {
   return b.ts - a.ts || (a.row.id < b.row.id ? -1 : a.row.id > b.row.id ? 1 : 0);
 }
 
+/** IDs touched between two reads past which the mirror is dropped whole (and read again at the next list). */
+const MAX_DIRTY = 1024;
+
 /** A mirror over `source`, filled at its first read. */
 export function createRowMirror(source: RowSource): RowMirror {
   let teams: Map<string, { rows: Map<string, ListedRow>; sorted?: ListedRow[] }> | undefined;
@@ -90,7 +93,14 @@ export function createRowMirror(source: RowSource): RowMirror {
     dirty.clear();
   };
   return {
-    touch: (id) => void (teams && dirty.add(id)),
+    touch(id) {
+      if (!teams) return;
+      dirty.add(id);
+      if (dirty.size <= MAX_DIRTY) return;
+      teams = undefined;
+      where.clear();
+      dirty.clear();
+    },
     sorted(teamID) {
       settle();
       const team = teams!.get(teamID);

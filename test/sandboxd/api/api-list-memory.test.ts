@@ -4,11 +4,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createJsonLogger } from "../../../src/common/log.js";
+import { createRowMirror } from "../../../src/sandboxd/sandboxes/index.js";
 import type { ListQuery } from "../../../src/sandboxd/sandboxes/inputs.js";
 import { decodeCursor, matchesMetadata, page, sortRows } from "../../../src/sandboxd/sandboxes/list.js";
 import { createSandboxService, type SandboxService } from "../../../src/sandboxd/sandboxes/service.js";
 import { listedBody } from "../../../src/sandboxd/sandboxes/views.js";
 import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "../../../src/sandboxd/store/seed.js";
+import type { SandboxRow } from "../../../src/sandboxd/store/sandboxes.js";
 import { openStore, type Store } from "../../../src/sandboxd/store/store.js";
 import { FakeRuntime, fakeEnvd } from "../helpers/fake-runtime.js";
 import { ManualClock } from "../helpers/manual-clock.js";
@@ -90,5 +92,40 @@ describe("the lists read the rows from memory and answer exactly as the store's 
     compareAll();
     for (const id of [...ids.slice(0, 10), ids[1]].filter((id, i, all) => all.indexOf(id) === i)) await svc.kill(TEAM, id);
     assert.deepEqual(svc.listV2(TEAM, { states: ["running", "paused"], metadata: [], order: "desc", limit: 100 }), { items: [], nextToken: undefined, totalRunning: 0 });
+  });
+});
+
+describe("the row mirror", () => {
+  test("reads nothing before its first list, re-reads touched rows at the next, and past 1,024 touches between lists reads everything again", () => {
+    const rows = new Map<string, SandboxRow>();
+    const reads = { one: 0, all: 0 };
+    const source = { get: (id: string) => (reads.one++, rows.get(id) && { ...rows.get(id)! }), all: () => (reads.all++, [...rows.values()].map((r) => ({ ...r }))) };
+    const mk = (i: number): SandboxRow => ({
+      id: `s${String(i).padStart(5, "0")}`, teamID: i % 2 ? "a" : "b", templateID: "x", state: "running", startedAt: new Date(1e12 + (i % 7) * 1000).toISOString(), endAt: "", metadata: {},
+      autoPause: false, secure: false, trafficToken: null, network: {}, allowInternetAccess: true, ip: null, envdPort: null, envdVersion: "0.6.13", cpuCount: 1, memoryMB: 1, diskSizeMB: 1,
+    });
+    const m = createRowMirror(source);
+    for (let i = 0; i < 10; i++) {
+      rows.set(mk(i).id, mk(i));
+      m.touch(mk(i).id);
+    }
+    assert.deepEqual(reads, { one: 0, all: 0 });
+    const expect = (team: string) => sortRows([...rows.values()].filter((r) => r.teamID === team), "desc").map((r) => r.id);
+    assert.deepEqual(m.sorted("a").map((e) => e.row.id), expect("a"));
+    assert.deepEqual(reads, { one: 0, all: 1 });
+    rows.delete(mk(1).id);
+    m.touch(mk(1).id);
+    rows.set(mk(3).id, { ...mk(3), teamID: "b" });
+    m.touch(mk(3).id);
+    assert.deepEqual(m.sorted("a").map((e) => e.row.id), expect("a"));
+    assert.deepEqual(m.sorted("b").map((e) => e.row.id), expect("b"));
+    assert.deepEqual(reads, { one: 2, all: 1 });
+    for (let i = 10; i < 2000; i++) {
+      rows.set(mk(i).id, mk(i));
+      m.touch(mk(i).id);
+    }
+    assert.deepEqual(m.sorted("b").map((e) => e.row.id), expect("b"));
+    assert.deepEqual(reads, { one: 2, all: 2 }, "read whole again, not row by row");
+    assert.equal(m.size(), rows.size);
   });
 });
