@@ -11,6 +11,7 @@ import { hostName } from "../server/host.js";
 import { requestHeaders, upstreamHost } from "./headers.js";
 import { createAgents, forwardHttp1, sweepAgents, type Upstream } from "./http1.js";
 import { forwardHttp2, H2cPool } from "./http2.js";
+import { ClientConnections } from "./clients.js";
 import { InFlight } from "./limits.js";
 import type { Route, RouteIndex, RouteTarget } from "./target.js";
 import { forwardUpgrade, writeRawError } from "./upgrade.js";
@@ -21,9 +22,12 @@ export interface Proxy {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, route: Route): void;
   /**
    * Closes the pooled upstream connections of sandboxes the index no longer routes (a killed
-   * sandbox's); runs by itself every SWEEP_EVERY_MS.
+   * sandbox's), and the client connections that carried only their traffic; runs by itself every
+   * SWEEP_EVERY_MS.
    */
   sweep(): void;
+  /** Client connections tracked now, and the sandboxes they carried traffic for. */
+  clients(): { sandboxes: number; connections: number };
   /** Drops pooled upstream connections (requests in flight are cut). */
   close(): void;
 }
@@ -42,10 +46,12 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
   const agents = createAgents(limits);
   const pool = new H2cPool(limits);
   const inFlight = new InFlight(limits.maxPerSandbox);
+  const clients = new ClientConnections();
   const routed = (id: string) => index.lookup(id) !== undefined;
   const sweep = () => {
     sweepAgents(agents, routed);
     pool.sweep(routed);
+    clients.sweep(routed);
   };
   const sweeper = setInterval(sweep, SWEEP_EVERY_MS);
   sweeper.unref();
@@ -60,6 +66,7 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     if (refused) return refused;
     const release = inFlight.acquire(target.sandboxID);
     if (!release) return tooManyConnections(target.sandboxID);
+    clients.note(req, target.sandboxID);
     const clientHost = String(req.headers[":authority"] ?? req.headers.host ?? "");
     const host = upstreamHost(clientHost, target, route.port);
     const headers = requestHeaders(req.headers, clientHost, req.socket?.remoteAddress);
@@ -156,6 +163,7 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
       }),
 
     sweep,
+    clients: () => clients.size(),
 
     close() {
       clearInterval(sweeper);

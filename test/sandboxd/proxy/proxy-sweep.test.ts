@@ -15,7 +15,7 @@ function openSockets(server: { on(e: "connection", fn: (s: Socket) => void): unk
   return open;
 }
 
-describe("the proxy's upstream pools forget a sandbox the index no longer routes", () => {
+describe("the proxy forgets a sandbox the index no longer routes: its upstream pools and its clients' connections", () => {
   let front: Front;
   let h1: Awaited<ReturnType<typeof startHttp1Target>>;
   let h2c: Awaited<ReturnType<typeof startH2cTarget>>;
@@ -58,5 +58,39 @@ describe("the proxy's upstream pools forget a sandbox the index no longer routes
     assert.equal((await front.h2(s, host(h2c.port, "isbxlive"), "/seen")).status, 200);
     s.close();
     assert.equal(h2Open.size, 1, "and reuses it");
+  });
+
+  test("a sweep closes the client connections (HTTP/2 with GOAWAY, HTTP/1.1 kept-alive) that carried only a killed sandbox's traffic", async () => {
+    const host = (port: number, id: string) => `${port}-${id}.${DOMAIN}:${front.port}`;
+    front.targets.set("isbxold", target("isbxold", h2c.port));
+    front.targets.set("isbxnew", target("isbxnew", h2c.port));
+    const gone = front.h2session();
+    const live = front.h2session();
+    const both = front.h2session();
+    assert.equal((await front.h2(gone, host(h2c.port, "isbxold"), "/seen")).status, 200);
+    assert.equal((await front.h2(live, host(h2c.port, "isbxnew"), "/seen")).status, 200);
+    for (const id of ["isbxold", "isbxnew"]) assert.equal((await front.h2(both, host(h2c.port, id), "/seen")).status, 200);
+    // an HTTP/1.1 client keeping its connection to the killed sandbox's host
+    const { Agent, request } = await import("node:https");
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const h1Socket = await new Promise<Socket>((resolve, reject) => {
+      const req = request(front.options(host(h1.port, "isbxold"), "/seen", { agent }), (res) => {
+        res.resume();
+        res.on("end", () => resolve(req.socket!));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    assert.deepEqual(front.proxy.clients(), { sandboxes: 2, connections: 4 });
+    front.targets.delete("isbxold");
+    const closed = Promise.all([once(gone, "close"), once(h1Socket, "close")]);
+    front.proxy.sweep();
+    await closed;
+    assert.equal(live.closed || live.destroyed, false, "a connection of a live sandbox stays");
+    assert.equal(both.closed || both.destroyed, false, "a connection that also carries a live sandbox stays");
+    assert.deepEqual(front.proxy.clients(), { sandboxes: 1, connections: 2 });
+    assert.equal((await front.h2(both, host(h2c.port, "isbxnew"), "/seen")).status, 200);
+    for (const s of [live, both]) s.close();
+    agent.destroy();
   });
 });
