@@ -1,4 +1,5 @@
 import type { Scenario } from "../lib/types.js";
+import { apiScale } from "./api-scale.js";
 import { backpressure } from "./backpressure.js";
 import { density } from "./density.js";
 import { egressPolicy } from "./egress-policy.js";
@@ -17,4 +18,4 @@ import { transfer } from "./transfer.js";
 import { watching } from "./watching.js";
 
 /** Every scenario, in the order they were added. */
-export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull, snapshots];
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull, snapshots, apiScale];

@@ -25,6 +25,7 @@ import { openStore, type Store } from "./store/store.js";
 import { ensureTls } from "./tls/certs.js";
 import { prepareDataDir, sweepStrangers, sweepTemporaries } from "./data-dir.js";
 import { diskFreeAboveFloorMB, memoryAvailableAboveFloorMB } from "./host/floors.js";
+import { checkHostLimits } from "./host/limits.js";
 import type { Budget } from "./sandboxes/budget.js";
 import { SANDBOX_ID } from "./runtime/spec.js";
 
@@ -102,6 +103,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     maxSandboxMemoryMB: config.maxSandboxMemoryMB,
   };
   log.info({ memoryMB: budget.host.memoryMB ?? "available", diskMB: budget.host.diskMB ?? "thin", teamMemoryMB: budget.team.memoryMB ?? "host", teamDiskMB: budget.team.diskMB ?? "host", maxSandboxMemoryMB: budget.maxSandboxMemoryMB }, "sandbox budget");
+  checkHostLimits(config.memoryBudgetMB, log);
   let index: RouteIndex = { lookup: () => undefined };
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };

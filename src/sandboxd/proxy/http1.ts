@@ -50,6 +50,19 @@ export function createAgents(limits: ProxyLimits): Agents {
   return { plain: new SandboxAgent(o), tls: new SandboxTlsAgent(o) };
 }
 
+/**
+ * Closes the idle pooled connections of sandboxes `routed` says are gone (each pool's name ends
+ * with its sandbox ID); one carrying a request is closed by a later sweep, once idle.
+ */
+export function sweepAgents(agents: Agents, routed: (sandboxID: string) => boolean): void {
+  for (const agent of [agents.plain, agents.tls]) {
+    for (const [name, sockets] of Object.entries(agent.freeSockets)) {
+      if (routed(name.slice(name.lastIndexOf(":") + 1))) continue;
+      for (const s of sockets ?? []) s.destroy();
+    }
+  }
+}
+
 /** Arms a connect timeout on a fresh socket: a port that never answers counts as not open. */
 export function connectTimeout(socket: Socket, ms: number): void {
   if (!socket.connecting) return;

@@ -48,6 +48,15 @@ export class H2cPool {
     return session;
   }
 
+  /** Closes the sessions of sandboxes `routed` says are gone (a killed sandbox's lingers no longer). */
+  sweep(routed: (sandboxID: string) => boolean): void {
+    for (const [key, s] of this.sessions) {
+      if (routed(key.slice(0, key.indexOf("@")))) continue;
+      this.sessions.delete(key);
+      s.destroy();
+    }
+  }
+
   /** Closes every session (streams in flight are cut). */
   close(): void {
     for (const s of this.sessions.values()) s.destroy();

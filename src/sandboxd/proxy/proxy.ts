@@ -9,8 +9,9 @@ import { badGateway, badRequestTarget, sandboxNotFound, sendError, tooManyConnec
 import { originForm, refusal } from "./guard.js";
 import { hostName } from "../server/host.js";
 import { requestHeaders, upstreamHost } from "./headers.js";
-import { createAgents, forwardHttp1, type Upstream } from "./http1.js";
+import { createAgents, forwardHttp1, sweepAgents, type Upstream } from "./http1.js";
 import { forwardHttp2, H2cPool } from "./http2.js";
+import { ClientConnections } from "./clients.js";
 import { InFlight } from "./limits.js";
 import type { Route, RouteIndex, RouteTarget } from "./target.js";
 import { forwardUpgrade, writeRawError } from "./upgrade.js";
@@ -19,9 +20,20 @@ import { forwardUpgrade, writeRawError } from "./upgrade.js";
 export interface Proxy {
   handle(req: AnyRequest, res: AnyResponse, route: Route): void;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, route: Route): void;
+  /**
+   * Closes the pooled upstream connections of sandboxes the index no longer routes (a killed
+   * sandbox's), and the client connections that carried only their traffic; runs by itself every
+   * SWEEP_EVERY_MS.
+   */
+  sweep(): void;
+  /** Client connections tracked now, and the sandboxes they carried traffic for. */
+  clients(): { sandboxes: number; connections: number };
   /** Drops pooled upstream connections (requests in flight are cut). */
   close(): void;
 }
+
+/** How often the pools are swept of killed sandboxes' connections (else they wait for the idle timeout). */
+const SWEEP_EVERY_MS = 5_000;
 
 /**
  * Builds the proxy over the lifecycle's index; only `index.lookup` is read per request. `wake`
@@ -34,6 +46,15 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
   const agents = createAgents(limits);
   const pool = new H2cPool(limits);
   const inFlight = new InFlight(limits.maxPerSandbox);
+  const clients = new ClientConnections();
+  const routed = (id: string) => index.lookup(id) !== undefined;
+  const sweep = () => {
+    sweepAgents(agents, routed);
+    pool.sweep(routed);
+    clients.sweep(routed);
+  };
+  const sweeper = setInterval(sweep, SWEEP_EVERY_MS);
+  sweeper.unref();
 
   /** The target and the upstream request, or the error to answer with. */
   const admit = (req: AnyRequest, route: Route): { target: RouteTarget; up: Upstream; release: () => void } | ProxyError => {
@@ -45,6 +66,7 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
     if (refused) return refused;
     const release = inFlight.acquire(target.sandboxID);
     if (!release) return tooManyConnections(target.sandboxID);
+    clients.note(req, target.sandboxID);
     const clientHost = String(req.headers[":authority"] ?? req.headers.host ?? "");
     const host = upstreamHost(clientHost, target, route.port);
     const headers = requestHeaders(req.headers, clientHost, req.socket?.remoteAddress);
@@ -140,7 +162,11 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
         if (!socket.destroyed) writeRawError(req, socket, e);
       }),
 
+    sweep,
+    clients: () => clients.size(),
+
     close() {
+      clearInterval(sweeper);
       agents.plain.destroy();
       agents.tls.destroy();
       pool.close();

@@ -20,7 +20,7 @@ import type { Store } from "../store/store.js";
 import type { Template } from "../store/templates.js";
 import { fits, reserved, type Budget, type Resources } from "./budget.js";
 import { sandboxNotFound } from "../errors.js";
-import { createSandboxIndex } from "./index.js";
+import { createRowMirror, createSandboxIndex, type RowMirror } from "./index.js";
 import { checkTimeoutFor, keptAliveUntil } from "./row-updates.js";
 import { SnapshotUse } from "./snapshot-use.js";
 import { canMove, type SandboxState } from "./state.js";
@@ -57,6 +57,8 @@ export class Lifecycle {
   readonly onStarted?: (teamID: string) => void;
   /** Routable sandboxes, as the proxy reads them. */
   readonly index = createSandboxIndex();
+  /** The store's rows held in memory for the API's lists (every write below touches it). */
+  readonly rows: RowMirror;
   /** One lane per sandbox ID: its operations run one after another. */
   readonly serial = createSerializer();
   readonly warm: TemplatePool;
@@ -75,6 +77,7 @@ export class Lifecycle {
 
   constructor(o: LifecycleOptions) {
     this.store = o.store;
+    this.rows = createRowMirror(o.store.sandboxes);
     this.runtime = o.runtime;
     this.log = o.log;
     this.budget = o.budget;
@@ -114,6 +117,7 @@ export class Lifecycle {
     if (!canMove(prev?.state, next.state)) throw new Error(`sandbox ${next.id} cannot go from ${prev?.state ?? "nothing"} to ${next.state}`);
     if (prev) this.store.sandboxes.update(next);
     else this.store.sandboxes.insert(next);
+    this.rows.touch(next.id);
     this.publish(next);
   }
 
@@ -126,6 +130,7 @@ export class Lifecycle {
   /** Deletes a removed sandbox's row. */
   forget(id: string): void {
     this.store.sandboxes.delete(id);
+    this.rows.touch(id);
   }
 
   /** The outbound rules of the running sandbox at `ip`. */

@@ -13,7 +13,7 @@ export interface Listener {
 
 /** Headers must arrive within this (slow-loris bound); bodies and streams have no overall limit. */
 const HEADERS_TIMEOUT_MS = 30_000;
-/** A connection with no traffic at all this long is closed (E2B's proxy keeps ~10 minutes). */
+/** A connection idle this long is closed (E2B's proxy keeps ~10 minutes): HTTP/1.1 with no traffic, HTTP/2 with no new stream. */
 const IDLE_TIMEOUT_MS = 620_000;
 
 /** Creates the listener over a certificate chain and its key. */
@@ -37,9 +37,16 @@ export function createListener(opts: { key: Buffer; cert: Buffer; dispatcher: Di
   server.on("upgrade", (req, socket: Socket, head: Buffer) => dispatcher.upgrade(req, socket, head));
   server.on("session", (session: Http2Session) => {
     sessions.add(session);
-    // HTTP/2 frames bypass the socket's JavaScript reads, so idleness is the session's to measure.
-    session.setTimeout(IDLE_TIMEOUT_MS, () => session.close());
-    session.on("close", () => sessions.delete(session));
+    // A session that opens no stream this long gets GOAWAY (streams in flight finish). Its own
+    // timer is not used: Node leaves it armed when the session closes, holding the session (and
+    // its socket) for the whole period after every closed connection.
+    const idle = setTimeout(() => session.close(), IDLE_TIMEOUT_MS);
+    idle.unref();
+    session.on("stream", () => idle.refresh());
+    session.on("close", () => {
+      clearTimeout(idle);
+      sessions.delete(session);
+    });
     session.on("error", (err) => log.debug({ err: err.message }, "http2 session error"));
   });
   // Answers go out as written: with Nagle on, a response's last small segment waits for the

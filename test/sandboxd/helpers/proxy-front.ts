@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createJsonLogger } from "../../../src/common/log.js";
-import { createProxy } from "../../../src/sandboxd/proxy/proxy.js";
+import { createProxy, type Proxy } from "../../../src/sandboxd/proxy/proxy.js";
 import type { ProxyLimits } from "../../../src/sandboxd/proxy/dial.js";
 import type { RouteTarget } from "../../../src/sandboxd/proxy/target.js";
 import { createDispatcher, type ApiHandler } from "../../../src/sandboxd/server/dispatch.js";
@@ -19,6 +19,8 @@ export interface Front {
   port: number;
   ca: Buffer;
   targets: Map<string, RouteTarget>;
+  /** The proxy itself (its pools can be swept by hand). */
+  proxy: Proxy;
   /** One HTTP/1.1 request over TLS to 127.0.0.1 with the given Host; the whole answer. */
   h1(host: string, path: string, opts?: { method?: string; headers?: Record<string, string>; body?: Buffer | string }): Promise<Answer>;
   /** A fresh HTTP/2 session to the listener (the caller closes it). */
@@ -72,6 +74,7 @@ export async function startFront(opts: { limits?: Partial<ProxyLimits>; api?: Ap
     port,
     ca,
     targets,
+    proxy,
     options,
     h1(host, path, o = {}) {
       return new Promise((resolve, reject) => {
