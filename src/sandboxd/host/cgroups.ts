@@ -58,3 +58,46 @@ export function setCpuShares(path: string, shares: number): void {
   }
   if (!done) throw new Error(`no cpu controller found for cgroup ${path}`);
 }
+
+/** The freezer control of cgroup `path`: v1's freezer.state where that controller is mounted, else v2's cgroup.freeze. */
+function freezerOf(path: string): { v1: boolean; file: string } {
+  for (const dir of existingCgroupDirs(path)) {
+    if (existsSync(join(dir, "freezer.state"))) return { v1: true, file: join(dir, "freezer.state") };
+  }
+  for (const dir of existingCgroupDirs(path)) {
+    if (existsSync(join(dir, "cgroup.freeze"))) return { v1: false, file: join(dir, "cgroup.freeze") };
+  }
+  throw new Error(`no freezer found for cgroup ${path}`);
+}
+
+/** Whether every task of cgroup `path` is frozen now. */
+export function cgroupFrozen(path: string): boolean {
+  const f = freezerOf(path);
+  if (f.v1) return readFileSync(f.file, "utf8").trim() === "FROZEN";
+  return /^frozen 1$/m.test(readFileSync(join(f.file, "..", "cgroup.events"), "utf8"));
+}
+
+/**
+ * Freezes every task of cgroup `path` and resolves once the kernel says they are (a file write
+ * and a few reads, where `runc pause` is a process start); rejects after `timeoutMs` with the
+ * group thawed again.
+ */
+export async function freezeCgroup(path: string, timeoutMs = 5_000): Promise<void> {
+  const f = freezerOf(path);
+  writeFileSync(f.file, f.v1 ? "FROZEN" : "1");
+  const deadline = Date.now() + timeoutMs;
+  while (!cgroupFrozen(path)) {
+    if (Date.now() > deadline) {
+      thawCgroup(path);
+      throw new Error(`cgroup ${path} did not freeze within ${timeoutMs} ms`);
+    }
+    // v1 reports FREEZING while tasks are still being stopped
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** Thaws every task of cgroup `path`. */
+export function thawCgroup(path: string): void {
+  const f = freezerOf(path);
+  writeFileSync(f.file, f.v1 ? "THAWED" : "0");
+}

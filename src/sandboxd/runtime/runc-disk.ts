@@ -1,15 +1,15 @@
 // The runc backend's sandbox disks on the storage pool: each sandbox's disk is an image in the
 // pool (a reflink of the golden image, of a snapshot, or the sandbox's own disk kept by a stop),
 // loop-mounted at `<sandbox dir>/disk` on the host; snapshots are reflinks of it taken while the
-// container and the file system are frozen.
+// container's tasks are frozen and its file system synced.
 import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.js";
 import { mountDiskImage, unmountDisk } from "../host/disk.js";
 import { isMounted } from "../host/mounts.js";
-import { syncFs, thawFs, withFrozenFs } from "../storage/freeze.js";
+import { cgroupFrozen, freezeCgroup, thawCgroup } from "../host/cgroups.js";
+import { syncFs, thawFs } from "../storage/freeze.js";
 import type { StoragePool } from "../storage/pool.js";
-import type { RuncCli } from "./runc-cli.js";
 import type { SandboxSpec } from "./runtime.js";
 
 /** Where a sandbox's disk image comes from. */
@@ -57,23 +57,26 @@ export class SandboxDisks {
 
 
   /**
-   * Records snapshot `snapID` of sandbox `id`'s disk. A mounted disk is synced while the sandbox
-   * runs, then reflinked while the container is frozen (a running one only for the copy; a frozen
-   * one stays frozen) and fsfreeze holds the file system still, both always undone; a disk not
-   * mounted (a sandbox stopped with its disk kept) is quiet already.
+   * Records snapshot `snapID` of sandbox `id`'s disk (its cgroup `cgroup`). A mounted disk is
+   * synced while the sandbox runs; then its tasks are frozen through the cgroup's freezer file (a
+   * running sandbox only for the copy; a frozen one stays frozen), what they wrote since is synced,
+   * and the image is reflinked: nothing in the sandbox writes, so the copy holds every write made
+   * before the freeze, and the clone itself is atomic against the loop device's writes. Thawed
+   * whatever happens. A disk not mounted (a sandbox stopped with its disk kept) is quiet already.
    */
-  async snapshot(id: string, target: string, snapID: string, runc: RuncCli): Promise<void> {
+  async snapshot(id: string, target: string, snapID: string, cgroup: string): Promise<void> {
     if (!isMounted(target)) {
       await this.pool.snapshotDisk(id, snapID);
       return;
     }
     await syncFs(target);
-    const running = (await runc.state(id))?.status === "running";
-    if (running) await runc.verb("pause", id);
+    const running = !cgroupFrozen(cgroup);
+    if (running) await freezeCgroup(cgroup);
     try {
-      await withFrozenFs(target, () => this.pool.snapshotDisk(id, snapID));
+      await syncFs(target);
+      await this.pool.snapshotDisk(id, snapID);
     } finally {
-      if (running) await runc.verb("resume", id);
+      if (running) thawCgroup(cgroup);
     }
   }
 

@@ -217,7 +217,7 @@ class RuncRuntime implements Runtime {
   snapshot(sandboxID: string, snapshotID: string): Promise<{ sizeBytes: number }> {
     return this.serial(sandboxID, async () => {
       if (!SANDBOX_ID.test(sandboxID) || !this.diskPool.ids().includes(sandboxID)) throw new Error(`sandbox ${sandboxID} has no disk in the runtime`);
-      await this.diskPool.snapshot(sandboxID, join(this.dirOf(sandboxID), "disk"), snapshotID, this.runc);
+      await this.diskPool.snapshot(sandboxID, join(this.dirOf(sandboxID), "disk"), snapshotID, `/${this.cgroupParent}/${sandboxID}`);
       return { sizeBytes: statSync(this.diskPool.pool.snapshotPath(snapshotID)).blocks * 512 };
     });
   }

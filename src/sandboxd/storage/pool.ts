@@ -121,7 +121,7 @@ export class StoragePool {
 
   /**
    * Records snapshot `snapID` of disk `id`: a reflink copy of its image. A disk that is mounted
-   * must be quiet: the caller freezes the sandbox and the file system (withFrozenFs) around it.
+   * must be quiet: the caller freezes the sandbox's tasks and syncs its file system around it.
    */
   async snapshotDisk(id: string, snapID: string): Promise<string> {
     const src = this.existing(this.diskPath(id), `disk ${id}`);
