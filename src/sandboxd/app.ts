@@ -162,7 +162,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     const live = service;
     wake = (id) => live.resumeOnTraffic(id);
     api = createApiHandler({ store, sandboxes: service, templates, log, metrics });
-    service.startBackground();
+    service.startBackground({ reconcileEveryMs: config.reconcileIntervalMs });
     metrics.start();
     state = { ready: true };
     log.info("ready: sandboxes can be made");

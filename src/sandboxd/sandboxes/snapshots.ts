@@ -10,6 +10,7 @@ import type { Store } from "../store/store.js";
 import { DEFAULT_TAG, parseName } from "../templates/names.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { templateOfRow } from "./row-template.js";
+import { settled } from "./transitions.js";
 
 /** The SDK's SnapshotInfo: the ID to create from, and the snapshot's full names. */
 export interface SnapshotInfo {
@@ -80,11 +81,14 @@ export function takeSnapshot(l: Lifecycle, teamID: string, sandboxID: string, ra
     const template = templateOfRow(store, row);
     const image = "s" + randomId(20);
     let sizeBytes: number;
+    // the store shows the copy under way, so a crash in the middle of it is undone at start-up
+    l.record({ ...row, transition: "snapshotting", transitionImage: image });
     try {
       ({ sizeBytes } = await l.runtime.snapshot(row.id, image));
     } catch (err) {
       l.log.error({ sandboxID, err: (err as Error).message }, "taking a snapshot failed");
       await l.runtime.removeSnapshot(image).catch(() => undefined);
+      l.record(settled(l, sandboxID));
       throw new OperationFailed(`Failed to snapshot sandbox ${sandboxID}: ${(err as Error).message}`);
     }
     const snap: SnapshotRow = {
@@ -92,13 +96,16 @@ export function takeSnapshot(l: Lifecycle, teamID: string, sandboxID: string, ra
       image, template, sizeBytes, createdAt: new Date(l.clock.now()).toISOString(),
     };
     try {
+      // the snapshot's record and the end of the sandbox's snapshotting are one write
       store.transaction(() => {
         quota();
         if (existing) store.snapshots.replace(snap);
         else store.snapshots.insert(snap);
+        l.record(settled(l, sandboxID));
       });
     } catch (err) {
       await l.runtime.removeSnapshot(image).catch(() => undefined);
+      l.record(settled(l, sandboxID));
       throw err;
     }
     if (existing) await l.snapshotUse.retire(existing.image);
