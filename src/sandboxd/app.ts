@@ -16,6 +16,7 @@ import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { StoragePool } from "./storage/pool.js";
+import { templateHolders } from "./sandboxes/holders.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createTemplateService, type TemplateService } from "./templates/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
@@ -154,7 +155,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     templates = createTemplateService({
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
       // snapshots of a template's sandboxes start on its files as much as its sandboxes run on them
-      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length + store.snapshots.countByTemplate(id),
+      holders: (id) => templateHolders(store, id),
     });
     await templates.recover();
     if (closing) return;

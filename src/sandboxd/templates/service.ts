@@ -31,8 +31,8 @@ export interface TemplateServiceOptions {
   baseRootfs: string;
   envdVersion: string;
   tiniPath?: string;
-  /** How many live sandboxes run from a template (a template in use cannot be deleted). */
-  liveSandboxes(templateID: string): number;
+  /** What holds a template in words (sandboxes running or paused from it, snapshots of them), or undefined: a template held cannot be deleted. */
+  holders(templateID: string): string | undefined;
   stepTimeoutMs?: number;
   /** Bounds of COPY uploads and their unpacking (default: from the environment, see limits.ts). */
   uploadLimits?: UploadLimits;
@@ -201,8 +201,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
     async remove(teamID: string, templateID: string): Promise<void> {
       const t = owned(teamID, templateID);
       if (store.builds.count(t.id) === 0 && t.rootfs) throw new Invalid(`template '${t.alias ?? t.id}' is built in and cannot be deleted`);
-      const live = o.liveSandboxes(t.id);
-      if (live > 0) throw new Conflict(`template '${t.alias ?? t.id}' has ${live} running sandbox(es); kill them first`);
+      const held = o.holders(t.id);
+      if (held) throw new Conflict(`template '${t.alias ?? t.id}' is in use by ${held}; delete the template once they are gone`);
       await runner.cancel(t.id, "the template was deleted");
       const builds = store.builds.listByTemplate(t.id);
       store.transaction(() => {
