@@ -17,6 +17,7 @@ import { createRuncRuntime } from "./runtime/runc.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { StoragePool } from "./storage/pool.js";
 import { templateHolders } from "./sandboxes/holders.js";
+import { snapshotNameClash } from "./sandboxes/snapshots.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createTemplateService, type TemplateService } from "./templates/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
@@ -156,6 +157,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       store, log, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
       // snapshots of a template's sandboxes start on its files as much as its sandboxes run on them
       holders: (id) => templateHolders(store, id),
+      nameClash: (teamID, alias) => snapshotNameClash(store, teamID, alias),
     });
     await templates.recover();
     if (closing) return;

@@ -71,7 +71,7 @@ export function takeSnapshot(l: Lifecycle, teamID: string, sandboxID: string, ra
     const parsed = rawName === undefined ? undefined : parseName(rawName);
     const name = parsed && `${parsed.name}:${parsed.tag ?? DEFAULT_TAG}`;
     const existing = name ? store.snapshots.byName(teamID, name) : undefined;
-    if (parsed && store.templates.byAlias(parsed.name)) throw new Conflict(`the name '${parsed.name}' is a template's; give the snapshot another name`);
+    if (parsed && store.templates.byAlias(parsed.name)) throw new Conflict(`the name '${parsed.name}' is a template's (snapshots and templates share names); give the snapshot another name`);
     const quota = () => {
       if (!existing && store.snapshots.countByTeam(teamID) >= l.maxSnapshots) {
         throw new LimitExceeded(`you have reached the maximum number of snapshots (${l.maxSnapshots}); delete snapshots to take new ones`);
@@ -148,6 +148,16 @@ export async function deleteSnapshot(l: Lifecycle, teamID: string, ref: string):
   await l.snapshotUse.retire(snap.image);
   l.log.info({ snapshotID: snap.id, name: snap.name }, "snapshot deleted");
   return true;
+}
+
+/**
+ * Snapshots and templates share a team's names (the SDK's `Sandbox.create(name)` takes either):
+ * why a new template may not be called `alias` (a snapshot of the team has that name, with any
+ * tag), or undefined when it may.
+ */
+export function snapshotNameClash(store: Store, teamID: string, alias: string): string | undefined {
+  const taken = store.snapshots.listByTeam(teamID).some((s) => s.name?.split(":")[0] === alias);
+  return taken ? `the name '${alias}' is a snapshot's; give the template another name, or delete the snapshot first` : undefined;
 }
 
 /** Checks a snapshot name as the API receives it (400 naming the problem). */

@@ -31,6 +31,8 @@ export interface TemplateServiceOptions {
   baseRootfs: string;
   envdVersion: string;
   tiniPath?: string;
+  /** Why a new template may not be called `alias` in the team's names (a snapshot has it), or undefined. */
+  nameClash?(teamID: string, alias: string): string | undefined;
   /** What holds a template in words (sandboxes running or paused from it, snapshots of them), or undefined: a template held cannot be deleted. */
   holders(templateID: string): string | undefined;
   stepTimeoutMs?: number;
@@ -92,6 +94,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
       let t = alias ? store.templates.byAlias(alias) : undefined;
       if (t && t.teamID !== teamID) throw new Conflict(`the name '${alias}' is taken by another team's template`);
       if (t && store.builds.count(t.id) === 0 && t.rootfs) throw new Conflict(`template '${alias}' is built in and cannot be rebuilt`);
+      const clash = !t && alias ? o.nameClash?.(teamID, alias) : undefined;
+      if (clash) throw new Conflict(clash);
       if (!t) {
         t = {
           id: randomId(20), alias: alias ?? null, teamID, cpuCount: res.cpuCount, memoryMB: res.memoryMB, diskSizeMB: res.diskSizeMB, envdVersion: o.envdVersion,

@@ -2,7 +2,8 @@
 // leaves GET /v2/sandboxes at the loop's next pass (not at its timeout), and a SIGKILL of sandboxd
 // while a snapshot is being copied (held there by freezing the storage pool's file system) leaves,
 // after a restart on the same data dir, no snapshot listed or on disk and the sandbox usable. The
-// same freeze holds a create from a snapshot in its copy: the SDK's deleteSnapshot is refused then.
+// same freeze holds a create from a snapshot in its copy: the SDK's deleteSnapshot is refused then;
+// a template may not take a snapshot's name.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -115,6 +116,10 @@ describe("the reconcile loop on real runc", { skip: sandboxSkipReason() ?? false
     const parent = made.json.sandboxID as string;
     const snap = await api(s, ca, "POST", `/sandboxes/${parent}/snapshots`, { body: { name: "held" } });
     assert.equal(snap.status, 201, snap.body);
+    // snapshots and templates share the team's names: a template may not take a snapshot's
+    const clash = await api(s, ca, "POST", "/v3/templates", { body: { name: "held", cpuCount: 1, memoryMB: 256 } });
+    assert.equal(clash.status, 409, clash.body);
+    assert.equal(clash.json.message, "the name 'held' is a snapshot's; give the template another name, or delete the snapshot first");
     const pool = join(s.dataDir, "storage");
     assert.ok(isMountPoint(pool));
     const db = new DatabaseSync(join(s.dataDir, "sandboxd.db"), { readOnly: true });
