@@ -16,6 +16,8 @@ import { createMetrics } from "./metrics/service.js";
 import { createRuncRuntime } from "./runtime/runc.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { StoragePool } from "./storage/pool.js";
+import { templateHolders } from "./sandboxes/holders.js";
+import { snapshotNameClash } from "./sandboxes/snapshots.js";
 import { createSandboxService, type SandboxService } from "./sandboxes/service.js";
 import { createTemplateService, type TemplateService } from "./templates/service.js";
 import { createDispatcher, type ApiHandler, type Readiness } from "./server/dispatch.js";
@@ -156,7 +158,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     templates = createTemplateService({
       store, log, runtime, dataDir: config.dataDir, baseRootfs: rootfs, envdVersion: ENVD_COMPATIBLE_VERSION, registry: config.registry,
       // snapshots of a template's sandboxes start on its files as much as its sandboxes run on them
-      liveSandboxes: (id) => store.sandboxes.all().filter((s) => s.templateID === id).length + store.snapshots.countByTemplate(id),
+      holders: (id) => templateHolders(store, id),
+      nameClash: (teamID, alias) => snapshotNameClash(store, teamID, alias),
     });
     await templates.recover();
     if (closing) return;
@@ -164,7 +167,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
     const live = service;
     wake = (id) => live.resumeOnTraffic(id);
     api = createApiHandler({ store, sandboxes: service, templates, log, metrics });
-    service.startBackground();
+    service.startBackground({ reconcileEveryMs: config.reconcileIntervalMs });
     metrics.start();
     state = { ready: true };
     log.info("ready: sandboxes can be made");

@@ -44,6 +44,8 @@ export interface Config {
   storageSizeMB: number | undefined;
   /** Snapshots one team may keep at once. */
   teamMaxSnapshots: number;
+  /** How often the reconcile loop compares the store with the runtime (sandboxes whose processes died are removed), ms. */
+  reconcileIntervalMs: number;
 }
 
 /** What parseConfig returns: a config to run with, or text to print and an exit code. */
@@ -80,6 +82,7 @@ const options: Record<string, Option> = {
   "storage-backing": { env: "SANDBOXD_STORAGE_BACKING", help: "where sandbox disks and snapshots live: auto (the data dir's file system when it can reflink, else a loop-mounted XFS image under it), host or loop", def: "auto" },
   "storage-size-mb": { env: "SANDBOXD_STORAGE_SIZE_MB", help: "MiB of a loop-backed storage pool (a sparse image, grown when larger; auto: half the data dir's free space at its first start)", def: "auto" },
   "team-max-snapshots": { env: "SANDBOXD_TEAM_MAX_SNAPSHOTS", help: "snapshots one team may keep at once", def: "100" },
+  "reconcile-interval-ms": { env: "SANDBOXD_RECONCILE_INTERVAL_MS", help: "how often the store is compared with the running sandboxes; a sandbox whose processes died is removed within it (100..60000)", def: "2000" },
   "metrics-retention-days": { env: "SANDBOXD_METRICS_RETENTION_DAYS", help: "days team and sandbox metrics are kept (1..366)", def: "7" },
 };
 
@@ -213,8 +216,11 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     if (storageBacking !== "auto" && storageBacking !== "host" && storageBacking !== "loop") throw new Error(`--storage-backing must be auto, host or loop, got '${storageBacking}'`);
     const teamMaxSnapshots = get("team-max-snapshots");
     if (!/^\d{1,6}$/.test(teamMaxSnapshots)) throw new Error(`--team-max-snapshots must be a whole number from 0 to 999999, got '${teamMaxSnapshots}'`);
+    const reconcile = get("reconcile-interval-ms");
+    if (!/^\d{3,5}$/.test(reconcile) || Number(reconcile) < 100 || Number(reconcile) > 60_000) throw new Error(`--reconcile-interval-ms must be a whole number of ms from 100 to 60000, got '${reconcile}'`);
     return {
       config: {
+        reconcileIntervalMs: Number(reconcile),
         storageBacking,
         storageSizeMB: mib("storage-size-mb", 1024, true),
         teamMaxSnapshots: Number(teamMaxSnapshots),

@@ -9,6 +9,7 @@ import type { SnapshotRow } from "../store/snapshots.js";
 import { createSandbox } from "./create.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { templateOfRow } from "./row-template.js";
+import { settled } from "./transitions.js";
 
 /** The most forks one request may ask for. */
 export const MAX_FORKS = 20;
@@ -31,13 +32,17 @@ export async function forkSandbox(l: Lifecycle, teamID: string, id: string, coun
     if (row.state !== "running") throw new Conflict(`Sandbox ${id} is ${row.state}; only a running sandbox can be forked`);
     const template = templateOfRow(l.store, row);
     const image = "f" + randomId(20);
+    // the parent is snapshotting while its disk is copied: a crash then removes the copy at start-up
+    l.record({ ...row, transition: "snapshotting", transitionImage: image });
     try {
       const { sizeBytes } = await l.runtime.snapshot(row.id, image);
-      const s: SnapshotRow = { id: image, teamID, name: null, sourceSandboxID: row.id, templateID: row.templateID, buildID: template.buildID, image, template, sizeBytes, createdAt: new Date().toISOString() };
+      const s: SnapshotRow = { id: image, teamID, name: null, sourceSandboxID: row.id, templateID: row.templateID, buildID: template.buildID, image, template, sizeBytes, createdAt: new Date(l.clock.now()).toISOString() };
       return { parent: row, snap: s };
     } catch (err) {
       await l.runtime.removeSnapshot(image).catch(() => undefined);
       throw new OperationFailed(`Failed to fork sandbox ${id}: taking its snapshot failed: ${(err as Error).message}`);
+    } finally {
+      l.record(settled(l, id));
     }
   });
   // held while the forks copy it; retired at once, so the last create's release removes it

@@ -23,7 +23,7 @@ import { sandboxNotFound } from "../errors.js";
 import { createRowMirror, createSandboxIndex, type RowMirror } from "./index.js";
 import { checkTimeoutFor, keptAliveUntil } from "./row-updates.js";
 import { SnapshotUse } from "./snapshot-use.js";
-import { canMove, type SandboxState } from "./state.js";
+import { canMove, phaseOf, type SandboxState } from "./state.js";
 import { envdAccessToken } from "./tokens.js";
 
 /** What the lifecycle is built over. */
@@ -72,7 +72,7 @@ export class Lifecycle {
   /** Running sandboxes' outbound rules by address, kept beside the index. */
   private readonly egressByIp = new Map<string, EgressPolicy>();
   private readonly inflight = new Set<Promise<unknown>>();
-  private stopEvictor?: () => void;
+  private readonly stopBackground: (() => void)[] = [];
   private closed = false;
 
   constructor(o: LifecycleOptions) {
@@ -110,11 +110,11 @@ export class Lifecycle {
 
   /**
    * Writes a sandbox's row (inserted when new) and publishes it to the index and the egress map:
-   * the one place a sandbox's state changes. A move the lifecycle does not have is a bug.
+   * the one place a sandbox's phase changes. A move the state machine (state.ts) does not have is a bug.
    */
   record(next: SandboxRow): void {
     const prev = this.store.sandboxes.get(next.id);
-    if (!canMove(prev?.state, next.state)) throw new Error(`sandbox ${next.id} cannot go from ${prev?.state ?? "nothing"} to ${next.state}`);
+    if (!canMove(prev, next)) throw new Error(`sandbox ${next.id} cannot go from ${prev ? phaseOf(prev) : "nothing"} to ${phaseOf(next)}`);
     if (prev) this.store.sandboxes.update(next);
     else this.store.sandboxes.insert(next);
     this.rows.touch(next.id);
@@ -188,22 +188,24 @@ export class Lifecycle {
     }, totalMs);
   }
 
-  /** Runs `pass` every `everyMs` (one at a time, tracked) and starts the pool's refills. */
-  startBackground(everyMs: number, pass: () => Promise<void>): void {
-    if (this.stopEvictor || this.closed) return;
+  /** Runs each pass every its own `everyMs` (each one at a time, tracked) and starts the pool's refills. */
+  startBackground(passes: { everyMs: number; pass: () => Promise<void> }[]): void {
+    if (this.stopBackground.length > 0 || this.closed) return;
     this.warm.pool.start();
-    let busy = false;
-    this.stopEvictor = this.clock.every(everyMs, () => {
-      if (busy) return;
-      busy = true;
-      void this.track(pass()).finally(() => (busy = false));
-    });
+    for (const { everyMs, pass } of passes) {
+      let busy = false;
+      this.stopBackground.push(this.clock.every(everyMs, () => {
+        if (busy || this.closed) return;
+        busy = true;
+        void this.track(pass()).finally(() => (busy = false));
+      }));
+    }
   }
 
   /** Stops the background work, removes the pool's sandboxes and waits for operations in flight. */
   async close(): Promise<void> {
     this.closed = true;
-    this.stopEvictor?.();
+    for (const stop of this.stopBackground) stop();
     await Promise.allSettled([...this.inflight, this.warm.pool.close()]);
   }
 

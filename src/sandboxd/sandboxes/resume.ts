@@ -47,6 +47,8 @@ async function coldStart(l: Lifecycle, row: SandboxRow, o: ResumeOptions): Promi
   const tpl = templateOfRow(l.store, row);
   const t0 = l.clock.now();
   let phase = "starting the sandbox on its disk";
+  // the store shows the cold start under way: a crash in the middle of it is undone at start-up
+  l.record({ ...row, transition: "resuming" });
   try {
     const addr = await l.runtime.create({ ...specOf(row.id, tpl, l.policyOf(row)), keptDisk: true });
     const up: SandboxRow = { ...row, ip: addr.ip, envdPort: addr.envdPort };
@@ -55,13 +57,14 @@ async function coldStart(l: Lifecycle, row: SandboxRow, o: ResumeOptions): Promi
     phase = "running the template's start and ready commands";
     await l.envdOf(up).startCommand({ user: tpl.defaultUser ?? "user", cwd: tpl.defaultWorkdir ?? undefined }, tpl.startCmd, tpl.readyCmd);
     const t = l.clock.now();
-    const next: SandboxRow = { ...up, state: "running", onDisk: false, startedAt: new Date(t).toISOString(), endAt: new Date(t + o.timeout * 1000).toISOString(), autoPause: o.autoPause ?? row.autoPause };
+    const next: SandboxRow = { ...up, state: "running", onDisk: false, transition: null, startedAt: new Date(t).toISOString(), endAt: new Date(t + o.timeout * 1000).toISOString(), autoPause: o.autoPause ?? row.autoPause };
     l.record(next);
     l.log.info({ sandboxID: row.id, ms: l.clock.now() - t0 }, "sandbox resumed from disk");
     return sandboxBody(next, l.store.templates.get(row.templateID), l.tokenOf(next));
   } catch (err) {
     l.log.error({ sandboxID: row.id, phase, err: (err as Error).message }, "resuming a sandbox from disk failed");
     await l.runtime.stop(row.id, { keepDisk: true }).catch((e: Error) => l.log.error({ sandboxID: row.id, err: e.message }, "stopping a failed resume failed"));
+    l.record({ ...row, transition: null });
     throw new OperationFailed(`Failed to resume sandbox ${row.id} from disk: ${phase} failed: ${(err as Error).message}`);
   }
 }

@@ -11,7 +11,7 @@ import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
 import { Lifecycle, type LifecycleOptions } from "./lifecycle.js";
 import { reapplyEgress, updateNetwork } from "./network.js";
 import { consoleOutput, getSandbox, listV1, listV2 } from "./queries.js";
-import { reconcile } from "./reconcile.js";
+import { reconcileAtStart, reconcileLive } from "./reconcile.js";
 import { templateAliasBody } from "./resolve.js";
 import { connectSandbox, resumeOnTraffic, resumeSandbox } from "./resume.js";
 import { killSandbox, pauseSandbox } from "./stop.js";
@@ -20,10 +20,13 @@ import { deleteSnapshot, listSnapshots, takeSnapshot, type SnapshotInfo, type Sn
 
 type Body = Record<string, unknown>;
 
+/** How often the reconcile loop compares the store with the runtime by default, ms. */
+export const DEFAULT_RECONCILE_MS = 2000;
+
 /** The sandbox lifecycle: every operation of the control API on sandboxes, for a team. */
 export interface SandboxService {
   index: SandboxIndex;
-  /** Brings the store, the index and the runtime into agreement (start-up). */
+  /** Brings the store, the index and the runtime into agreement at start-up, undoing what a crash cut short. */
   reconcile(): Promise<void>;
   create(teamID: string, input: CreateInput): Promise<Body>;
   get(teamID: string, id: string): Body;
@@ -60,8 +63,11 @@ export interface SandboxService {
   templateByAlias(teamID: string, alias: string): Body;
   /** Started sandboxes waiting for a create to claim them. */
   pool: WarmPool;
-  /** Starts the evictor (expired sandboxes are killed, or paused with autoPause) and the warm pool's refills. */
-  startBackground(evictEveryMs?: number): void;
+  /**
+   * Starts the evictor (expired sandboxes are killed, or paused with autoPause), the reconcile
+   * loop's live passes (sandboxes whose processes died are removed) and the warm pool's refills.
+   */
+  startBackground(o?: { evictEveryMs?: number; reconcileEveryMs?: number }): void;
   /** Stops the evictor, removes the pool's sandboxes and waits for operations in flight; created sandboxes keep running. */
   close(): Promise<void>;
 }
@@ -72,7 +78,7 @@ export function createSandboxService(opts: LifecycleOptions): SandboxService {
   return {
     index: l.index,
     async reconcile() {
-      await reconcile(l);
+      await reconcileAtStart(l);
       await reapplyEgress(l);
     },
     egressOf: (ip) => l.egressOf(ip),
@@ -95,7 +101,11 @@ export function createSandboxService(opts: LifecycleOptions): SandboxService {
     updateNetwork: (teamID, id, update) => updateNetwork(l, teamID, id, update),
     templateByAlias: (teamID, alias) => templateAliasBody(l.store, teamID, alias),
     pool: l.warm.pool,
-    startBackground: (everyMs = 250) => l.startBackground(everyMs, () => evictExpired(l)),
+    startBackground: (o = {}) =>
+      l.startBackground([
+        { everyMs: o.evictEveryMs ?? 250, pass: () => evictExpired(l) },
+        { everyMs: o.reconcileEveryMs ?? DEFAULT_RECONCILE_MS, pass: () => reconcileLive(l) },
+      ]),
     close: () => l.close(),
   };
 }

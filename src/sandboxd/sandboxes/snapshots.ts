@@ -10,6 +10,7 @@ import type { Store } from "../store/store.js";
 import { DEFAULT_TAG, parseName } from "../templates/names.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { templateOfRow } from "./row-template.js";
+import { settled } from "./transitions.js";
 
 /** The SDK's SnapshotInfo: the ID to create from, and the snapshot's full names. */
 export interface SnapshotInfo {
@@ -70,7 +71,7 @@ export function takeSnapshot(l: Lifecycle, teamID: string, sandboxID: string, ra
     const parsed = rawName === undefined ? undefined : parseName(rawName);
     const name = parsed && `${parsed.name}:${parsed.tag ?? DEFAULT_TAG}`;
     const existing = name ? store.snapshots.byName(teamID, name) : undefined;
-    if (parsed && store.templates.byAlias(parsed.name)) throw new Conflict(`the name '${parsed.name}' is a template's; give the snapshot another name`);
+    if (parsed && store.templates.byAlias(parsed.name)) throw new Conflict(`the name '${parsed.name}' is a template's (snapshots and templates share names); give the snapshot another name`);
     const quota = () => {
       if (!existing && store.snapshots.countByTeam(teamID) >= l.maxSnapshots) {
         throw new LimitExceeded(`you have reached the maximum number of snapshots (${l.maxSnapshots}); delete snapshots to take new ones`);
@@ -80,11 +81,14 @@ export function takeSnapshot(l: Lifecycle, teamID: string, sandboxID: string, ra
     const template = templateOfRow(store, row);
     const image = "s" + randomId(20);
     let sizeBytes: number;
+    // the store shows the copy under way, so a crash in the middle of it is undone at start-up
+    l.record({ ...row, transition: "snapshotting", transitionImage: image });
     try {
       ({ sizeBytes } = await l.runtime.snapshot(row.id, image));
     } catch (err) {
       l.log.error({ sandboxID, err: (err as Error).message }, "taking a snapshot failed");
       await l.runtime.removeSnapshot(image).catch(() => undefined);
+      l.record(settled(l, sandboxID));
       throw new OperationFailed(`Failed to snapshot sandbox ${sandboxID}: ${(err as Error).message}`);
     }
     const snap: SnapshotRow = {
@@ -92,13 +96,16 @@ export function takeSnapshot(l: Lifecycle, teamID: string, sandboxID: string, ra
       image, template, sizeBytes, createdAt: new Date(l.clock.now()).toISOString(),
     };
     try {
+      // the snapshot's record and the end of the sandbox's snapshotting are one write
       store.transaction(() => {
         quota();
         if (existing) store.snapshots.replace(snap);
         else store.snapshots.insert(snap);
+        l.record(settled(l, sandboxID));
       });
     } catch (err) {
       await l.runtime.removeSnapshot(image).catch(() => undefined);
+      l.record(settled(l, sandboxID));
       throw err;
     }
     if (existing) await l.snapshotUse.retire(existing.image);
@@ -141,6 +148,16 @@ export async function deleteSnapshot(l: Lifecycle, teamID: string, ref: string):
   await l.snapshotUse.retire(snap.image);
   l.log.info({ snapshotID: snap.id, name: snap.name }, "snapshot deleted");
   return true;
+}
+
+/**
+ * Snapshots and templates share a team's names (the SDK's `Sandbox.create(name)` takes either):
+ * why a new template may not be called `alias` (a snapshot of the team has that name, with any
+ * tag), or undefined when it may.
+ */
+export function snapshotNameClash(store: Store, teamID: string, alias: string): string | undefined {
+  const taken = store.snapshots.listByTeam(teamID).some((s) => s.name?.split(":")[0] === alias);
+  return taken ? `the name '${alias}' is a snapshot's; give the template another name, or delete the snapshot first` : undefined;
 }
 
 /** Checks a snapshot name as the API receives it (400 naming the problem). */

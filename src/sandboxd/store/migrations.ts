@@ -75,6 +75,10 @@ const MIGRATIONS: string[] = [
    ALTER TABLE sandboxes ADD COLUMN env_vars TEXT;
    ALTER TABLE sandboxes ADD COLUMN auto_pause_memory INTEGER NOT NULL DEFAULT 1;
    ALTER TABLE sandboxes ADD COLUMN on_disk INTEGER NOT NULL DEFAULT 0;`,
+  // An operation under way on a sandbox that a crash must undo (a snapshot's copy, a cold start),
+  // and the snapshot image it is making.
+  `ALTER TABLE sandboxes ADD COLUMN transition TEXT CHECK (transition IN ('snapshotting', 'resuming'));
+   ALTER TABLE sandboxes ADD COLUMN transition_image TEXT;`,
 ];
 
 /** How many schema steps there are: the `user_version` of an up-to-date store. */

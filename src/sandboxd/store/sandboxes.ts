@@ -32,7 +32,18 @@ export interface SandboxRow {
   autoPauseMemory?: boolean;
   /** Paused to disk: no container, memory and CPU freed, the disk kept; resumed by a cold start. */
   onDisk?: boolean;
+  /**
+   * An operation under way that a crash must undo: a snapshot (or a fork's) being copied from the
+   * sandbox's disk, or a cold start on its own disk; `state` and `onDisk` stay what the sandbox
+   * returns to. Null or absent when none is.
+   */
+  transition?: Transition | null;
+  /** The snapshot image a `snapshotting` sandbox is being copied to (removed if a crash cuts it short). */
+  transitionImage?: string | null;
 }
+
+/** An operation under way on a sandbox (see SandboxRow.transition). */
+export type Transition = "snapshotting" | "resuming";
 
 /** The sandboxes table. */
 export interface Sandboxes {
@@ -72,6 +83,8 @@ interface Row {
   env_vars: string | null;
   auto_pause_memory: number;
   on_disk: number;
+  transition: Transition | null;
+  transition_image: string | null;
 }
 
 function fromRow(r: Row): SandboxRow {
@@ -83,6 +96,7 @@ function fromRow(r: Row): SandboxRow {
     cpuCount: Number(r.cpu_count), memoryMB: Number(r.memory_mb), diskSizeMB: Number(r.disk_mb),
     buildID: r.build_id, rootfs: r.rootfs, envVars: r.env_vars === null ? null : (JSON.parse(r.env_vars) as Record<string, string>),
     autoPauseMemory: Number(r.auto_pause_memory) !== 0, onDisk: Boolean(r.on_disk),
+    transition: r.transition ?? null, transitionImage: r.transition_image ?? null,
   };
 }
 
@@ -93,10 +107,11 @@ export function sandboxesTable(db: DatabaseSync): Sandboxes {
   const byTeam = db.prepare("SELECT * FROM sandboxes WHERE team_id = ?");
   const countLive = db.prepare("SELECT count(*) AS n FROM sandboxes WHERE team_id = ? AND state IN ('starting', 'running')");
   const insert = db.prepare(`INSERT INTO sandboxes (id, team_id, template_id, state, started_at, end_at, metadata, auto_pause, auto_resume, secure, traffic_token,
-    network, allow_internet_access, ip, envd_port, envd_version, cpu_count, memory_mb, disk_mb, build_id, rootfs, env_vars, auto_pause_memory, on_disk)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    network, allow_internet_access, ip, envd_port, envd_version, cpu_count, memory_mb, disk_mb, build_id, rootfs, env_vars, auto_pause_memory, on_disk,
+    transition, transition_image)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE sandboxes SET state = ?, started_at = ?, end_at = ?, metadata = ?, auto_pause = ?, ip = ?, envd_port = ?,
-    envd_version = ?, network = ?, allow_internet_access = ?, on_disk = ? WHERE id = ?`);
+    envd_version = ?, network = ?, allow_internet_access = ?, on_disk = ?, transition = ?, transition_image = ? WHERE id = ?`);
   const del = db.prepare("DELETE FROM sandboxes WHERE id = ?");
   return {
     get: (id) => {
@@ -109,10 +124,11 @@ export function sandboxesTable(db: DatabaseSync): Sandboxes {
     insert: (s) =>
       void insert.run(s.id, s.teamID, s.templateID, s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.autoResume ? 1 : 0, s.secure ? 1 : 0,
         s.trafficToken, JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.ip, s.envdPort, s.envdVersion, s.cpuCount, s.memoryMB, s.diskSizeMB,
-        s.buildID ?? null, s.rootfs ?? null, s.envVars ? JSON.stringify(s.envVars) : null, s.autoPauseMemory === false ? 0 : 1, s.onDisk ? 1 : 0),
+        s.buildID ?? null, s.rootfs ?? null, s.envVars ? JSON.stringify(s.envVars) : null, s.autoPauseMemory === false ? 0 : 1, s.onDisk ? 1 : 0,
+        s.transition ?? null, s.transitionImage ?? null),
     update: (s) =>
       void update.run(s.state, s.startedAt, s.endAt, JSON.stringify(s.metadata), s.autoPause ? 1 : 0, s.ip, s.envdPort, s.envdVersion,
-        JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.onDisk ? 1 : 0, s.id),
+        JSON.stringify(s.network), s.allowInternetAccess ? 1 : 0, s.onDisk ? 1 : 0, s.transition ?? null, s.transitionImage ?? null, s.id),
     delete: (id) => void del.run(id),
   };
 }

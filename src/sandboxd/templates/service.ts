@@ -32,8 +32,10 @@ export interface TemplateServiceOptions {
   envdVersion: string;
   /** Where build steps run (the run-once verb), and what sweeps the runs a stopped sandboxd left. */
   runtime: Pick<Runtime, "runOnce" | "sweepRuns">;
-  /** How many live sandboxes run from a template (a template in use cannot be deleted). */
-  liveSandboxes(templateID: string): number;
+  /** Why a new template may not be called `alias` in the team's names (a snapshot has it), or undefined. */
+  nameClash?(teamID: string, alias: string): string | undefined;
+  /** What holds a template in words (sandboxes running or paused from it, snapshots of them), or undefined: a template held cannot be deleted. */
+  holders(templateID: string): string | undefined;
   stepTimeoutMs?: number;
   /** Bounds of COPY uploads and their unpacking (default: from the environment, see limits.ts). */
   uploadLimits?: UploadLimits;
@@ -85,6 +87,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
       let t = alias ? store.templates.byAlias(alias) : undefined;
       if (t && t.teamID !== teamID) throw new Conflict(`the name '${alias}' is taken by another team's template`);
       if (t && store.builds.count(t.id) === 0 && t.rootfs) throw new Conflict(`template '${alias}' is built in and cannot be rebuilt`);
+      const clash = !t && alias ? o.nameClash?.(teamID, alias) : undefined;
+      if (clash) throw new Conflict(clash);
       if (!t) {
         t = {
           id: randomId(20), alias: alias ?? null, teamID, cpuCount: res.cpuCount, memoryMB: res.memoryMB, diskSizeMB: res.diskSizeMB, envdVersion: o.envdVersion,
@@ -194,8 +198,8 @@ export function createTemplateService(o: TemplateServiceOptions) {
     async remove(teamID: string, templateID: string): Promise<void> {
       const t = owned(teamID, templateID);
       if (store.builds.count(t.id) === 0 && t.rootfs) throw new Invalid(`template '${t.alias ?? t.id}' is built in and cannot be deleted`);
-      const live = o.liveSandboxes(t.id);
-      if (live > 0) throw new Conflict(`template '${t.alias ?? t.id}' has ${live} running sandbox(es); kill them first`);
+      const held = o.holders(t.id);
+      if (held) throw new Conflict(`template '${t.alias ?? t.id}' is in use by ${held}; delete the template once they are gone`);
       await runner.cancel(t.id, "the template was deleted");
       const builds = store.builds.listByTemplate(t.id);
       store.transaction(() => {

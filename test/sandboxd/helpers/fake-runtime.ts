@@ -1,6 +1,6 @@
 /**
  * An in-memory Runtime and envd client for unit tests of the sandbox lifecycle and the warm pool:
- * no root, no runc, no network. Hooks make a create fail, hang or a sandbox die; every call is
+ * no root, no runc, no network. Hooks make a create or a snapshot fail or hang, or a sandbox die; every call is
  * recorded, and `when` resolves once a call has happened.
  */
 import { EventEmitter } from "node:events";
@@ -38,6 +38,8 @@ export class FakeRuntime implements Runtime {
   readonly snaps = new Map<string, string>();
   /** Runs before a create makes anything: throw to fail it, never resolve to hang it (the signal still aborts). */
   onCreate?: (spec: SandboxSpec) => Promise<void> | void;
+  /** Runs once a snapshot's image exists and before the copy completes: never resolve to hang it half-made. */
+  onSnapshot?: (sandboxID: string, snapshotID: string) => Promise<void> | void;
   private readonly events = new EventEmitter();
   private next = 2;
 
@@ -117,6 +119,7 @@ export class FakeRuntime implements Runtime {
     this.record("snapshot", id);
     if (!this.sandboxes.has(id) && !this.keptDisks.has(id)) throw new Error(`no sandbox ${id}`);
     this.snaps.set(snapshotID, id);
+    if (this.onSnapshot) await this.onSnapshot(id, snapshotID);
     return { sizeBytes: 4096 };
   }
 

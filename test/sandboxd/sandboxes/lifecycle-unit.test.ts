@@ -113,7 +113,7 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
     make();
     const killed = (await svc.create(TEAM, input({ timeout: 10 }))).sandboxID as string;
     const paused = (await svc.create(TEAM, input({ timeout: 20, autoPause: true }))).sandboxID as string;
-    svc.startBackground(250);
+    svc.startBackground({ evictEveryMs: 250 });
     await clock.advance(9_000);
     assert.deepEqual([state(killed), state(paused)], ["running", "running"]);
     await svc.setTimeout(TEAM, paused, 15);
@@ -129,7 +129,7 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
 
   test("a create claims a pooled sandbox of its template: no new container, its CPU share given, envd re-initialized with the token", async () => {
     make(1);
-    svc.startBackground(250);
+    svc.startBackground({ evictEveryMs: 250 });
     await until(() => svc.pool.stats().ready.length === 1, "the pool to fill");
     const pooled = [...rt.sandboxes.keys()][0];
     assert.equal(rt.sandboxes.get(pooled)!.spec.background, true);
@@ -147,7 +147,7 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
   test("a pooled start that hangs is abandoned at close, and what it began is removed", async () => {
     make(1);
     rt.onCreate = () => new Promise<void>(() => undefined);
-    svc.startBackground(250);
+    svc.startBackground({ evictEveryMs: 250 });
     await rt.when("create");
     const id = rt.calls[0].sandboxID;
     await svc.close();

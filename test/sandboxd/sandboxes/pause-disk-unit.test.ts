@@ -91,7 +91,7 @@ describe("pause to disk (fake runtime)", () => {
     make();
     const toDisk = (await svc.create(TEAM, input({ timeout: 10, autoPause: true, autoPauseMemory: false }))).sandboxID as string;
     const frozen = (await svc.create(TEAM, input({ timeout: 10, autoPause: true }))).sandboxID as string;
-    svc.startBackground(250);
+    svc.startBackground({ evictEveryMs: 250 });
     await clock.advance(11_000);
     await until(() => row(toDisk)?.state === "paused" && row(frozen)?.state === "paused", "both to be paused");
     assert.equal(row(toDisk)?.onDisk, true);
