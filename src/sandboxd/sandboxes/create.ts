@@ -50,7 +50,7 @@ async function createFrom(l: Lifecycle, teamID: string, input: CreateInput, tpl:
   // The pool's sandboxes count against the host budget (a claimed one has left it); pooled
   // sandboxes of other templates give way to a create that would not fit beside them.
   const hostUsed = (): Resources => {
-    const rows = reserved(store.sandboxes.all());
+    const rows = reserved(l.rows.all());
     const pool = l.warm.pool.reserved();
     return { memoryMB: rows.memoryMB + pool.memoryMB, diskMB: rows.diskMB + pool.diskMB };
   };
@@ -69,7 +69,7 @@ async function createFrom(l: Lifecycle, teamID: string, input: CreateInput, tpl:
       if (store.sandboxes.countLive(teamID) >= max) {
         throw new LimitExceeded(`you have reached the maximum number of concurrent E2B sandboxes (${max}). If you need more, please visit 'https://e2b.dev/docs/billing'`);
       }
-      admit(l.budget, hostUsed(), reserved(store.sandboxes.listByTeam(teamID)), need);
+      admit(l.budget, hostUsed(), reserved(l.rows.sorted(teamID).map((r) => r.row)), need);
       l.record(row);
       store.templates.spawned(tpl.id, now);
     });

@@ -8,7 +8,8 @@ import { killRow, pauseRow } from "./stop.js";
  */
 export async function evictExpired(l: Lifecycle): Promise<void> {
   const now = l.clock.now();
-  for (const row of l.store.sandboxes.all()) {
+  // the rows held in memory: a read of every row from SQLite costs ~20 ms at 1,000 sandboxes, four times a second
+  for (const row of l.rows.all()) {
     if (row.state !== "running" || Date.parse(row.endAt) > now) continue;
     await l
       .serial(row.id, async () => {

@@ -47,6 +47,8 @@ export interface RowMirror {
   sorted(teamID: string): readonly ListedRow[];
   /** How many rows are held, every team's (0 before the first read). */
   size(): number;
+  /** Every team's rows as the store has them now (frozen: do not mutate). */
+  all(): SandboxRow[];
 }
 
 /** Sorts as E2B's desc order: newest first, equal starts by sandbox ID ascending. */
@@ -112,6 +114,12 @@ export function createRowMirror(source: RowSource): RowMirror {
       if (!teams) return 0;
       settle();
       return where.size;
+    },
+    all() {
+      settle();
+      const out: SandboxRow[] = [];
+      for (const team of teams!.values()) for (const { row } of team.rows.values()) out.push(row);
+      return out;
     },
   };
 }

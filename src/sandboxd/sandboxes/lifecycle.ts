@@ -92,7 +92,7 @@ export class Lifecycle {
       // A refill leaves room for one more sandbox of its size beside it, so a create never finds the
       // last of the budget taken by the pool (and a create that still does not fit sheds pooled ones).
       admit: (need: Resources, pooled: Resources) =>
-        fits(reserved(this.store.sandboxes.all()), { memoryMB: pooled.memoryMB + 2 * need.memoryMB, diskMB: pooled.diskMB + 2 * need.diskMB }, this.budget.host),
+        fits(reserved(this.rows.all()), { memoryMB: pooled.memoryMB + 2 * need.memoryMB, diskMB: pooled.diskMB + 2 * need.diskMB }, this.budget.host),
     });
   }
 
