@@ -23,6 +23,8 @@ export interface StageState {
   workdir: string;
   envs: Record<string, string>;
   forced: boolean;
+  /** The key of the pulled image at the bottom of the stack (which the image cache may prune), if one is. */
+  pulled?: string;
 }
 
 /** What every stage of one build shares. */
