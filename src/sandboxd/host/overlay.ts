@@ -69,7 +69,8 @@ export function writeLayerStack(dir: string, layers: string[], merged: string): 
   try {
     layers.forEach((l, i) => symlinkSync(l, join(tmp, String(i))));
     writeFileSync(join(tmp, "facts.json"), JSON.stringify(facts), { mode: 0o644 });
-    overlayOptions({ lower: stackLinks(tmp, layers.length), upper: "/u", work: "/w" });
+    // with room for a sandbox's upper and work directories
+    overlayOptions({ lower: stackLinks(dir, layers.length), upper: "/".padEnd(160, "u"), work: "/".padEnd(160, "w") }, ["nodev"]);
     renameSync(tmp, dir);
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });

@@ -21,7 +21,7 @@ const LOOK = "cat /etc/layer-b; ls /opt/gone; cat /opt/keep; test -e /etc/layer-
 describe("templates kept as layer stacks", { skip: sandboxSkipReason() ?? false }, () => {
   let s: Sandboxd;
   before(async () => {
-    s = await startSandboxd({ args: ["--network-cidr", "198.19.213.0/24"] });
+    s = await startSandboxd({ args: ["--network-cidr", "198.19.214.0/24"] });
   });
   after(async () => {
     await s?.stop();
