@@ -100,7 +100,7 @@ async function finalize(ctx: ExecutorContext, st: StageState, signal: AbortSigna
   try {
     mkdirSync(ctx.rootfsDir, { recursive: true, mode: 0o711 });
     if (existsSync(flat) || existsSync(out)) {
-      // a flattened rootfs: made by an earlier sandboxd for the same layers
+      // these layers were published before (or flattened into one tree by an earlier sandboxd)
       rootfs = existsSync(flat) ? flat : out;
       ctx.log({ level: "info", message: `CACHED finalize: the rootfs of these layers (${st.key.slice(0, 12)})`, step: "finalize" });
       if (rootfs === flat) checkUser(flat);
