@@ -8,7 +8,7 @@ import { lookupUser } from "./runner.js";
 import type { BaseImage } from "./base-images.js";
 import { BuildFailure } from "./build-failure.js";
 import type { ExecutorContext } from "./build-context.js";
-import { prepareImage, runSteps, type StageEnv, type StageState } from "./stage-run.js";
+import { prepareImage, runSteps, userInStack, type StageEnv, type StageState } from "./stage-run.js";
 import type { BuildSpec } from "./steps.js";
 
 
@@ -103,8 +103,9 @@ async function finalize(ctx: ExecutorContext, st: StageState, signal: AbortSigna
       // these layers were published before (or flattened into one tree by an earlier sandboxd)
       rootfs = existsSync(flat) ? flat : out;
       ctx.log({ level: "info", message: `CACHED finalize: the rootfs of these layers (${st.key.slice(0, 12)})`, step: "finalize" });
+      // the key covers every USER step, and the stack was published only once its user was found
       if (rootfs === flat) checkUser(flat);
-      else await inMergedStack(rootfsLayers(out), out, checkUser);
+      else if (!userInStack(rootfsLayers(out), st.user)) throw new Error(`the default user '${st.user}' does not exist in the image`);
     } else if (st.stack.length === 1) {
       rootfs = st.stack[0];
       checkUser(rootfs);
