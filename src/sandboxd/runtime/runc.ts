@@ -4,10 +4,9 @@ import type { Logger } from "../log.js";
 import { createSerializer } from "../serial.js";
 import { removeCgroup, setCpuShares } from "../host/cgroups.js";
 import { assertIdRangeFree, MAPPED_ROOT } from "../host/idmap.js";
-import { statInRootFollowing } from "../host/in-root.js";
 import { instanceKey } from "../host/instance.js";
 import { protectFromOom } from "../host/oom.js";
-import { overlayOptions } from "../host/overlay.js";
+import { overlayOptions, rootfsLowers, rootfsProbe } from "../host/overlay.js";
 import { assertReachableBySandboxes } from "../host/reach.js";
 import type { EgressPolicy, SandboxNetwork } from "../host/sandbox-network.js";
 import { identityMounts } from "./identity.js";
@@ -129,7 +128,7 @@ class RuncRuntime implements Runtime {
     if (!spec.fromSnapshot && !spec.keptDisk) chownSync(upper, MAPPED_ROOT, MAPPED_ROOT);
     // on the sandbox's own disk (out of its sight): a sandbox that grows its /etc/hosts fills its disk only
     const identity = identityMounts(join(disk, "identity"), { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ip: lease.ip, nameserver: lease.hostIp });
-    const hasUser = !!statInRootFollowing(spec.rootfs, "home/user")?.isDirectory();
+    const hasUser = rootfsProbe(spec.rootfs, "home/user") === "dir";
     const config = ociConfig({
       sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
       cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, background: spec.background, memoryMB: spec.memoryMB,
@@ -142,7 +141,7 @@ class RuncRuntime implements Runtime {
     const tCreate = Date.now();
     try {
       // the overlay is mounted where only runc and the container see it (nodev there too)
-      const options = overlayOptions({ lower: spec.rootfs, upper, work: join(disk, "work") }, ["nodev"]);
+      const options = overlayOptions({ lower: rootfsLowers(spec.rootfs), upper, work: join(disk, "work") }, ["nodev"]);
       await this.runc.create(id, dir, join(dir, "pid"), log, { options, target: rootfs }, nice);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${consoleText(dir)}`);

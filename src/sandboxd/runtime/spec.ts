@@ -1,5 +1,5 @@
 import { MIN_DISK_MB } from "../host/disk.js";
-import { statInRootFollowing } from "../host/in-root.js";
+import { rootfsProbe } from "../host/overlay.js";
 import type { SandboxSpec } from "./runtime.js";
 
 /** A sandbox ID the runtime accepts (a hostname label; also names its directory and cgroup). */
@@ -14,5 +14,5 @@ export function checkSpec(spec: SandboxSpec): void {
   if (!(Number.isInteger(spec.memoryMB) && spec.memoryMB >= 64)) throw new Error(`memoryMB ${spec.memoryMB} must be an integer ≥ 64`);
   if (!(Number.isInteger(spec.diskSizeMB) && spec.diskSizeMB >= MIN_DISK_MB && spec.diskSizeMB <= 16 * 2 ** 20)) throw new Error(`diskSizeMB ${spec.diskSizeMB} must be an integer from ${MIN_DISK_MB} to ${16 * 2 ** 20}`);
   // resolved as the sandbox will see it: a link in the template never leads the host out of it
-  if (!statInRootFollowing(spec.rootfs, "bin/sh")?.isFile()) throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
+  if (rootfsProbe(spec.rootfs, "bin/sh") !== "file") throw new Error(`template rootfs ${spec.rootfs} has no /bin/sh`);
 }

@@ -10,7 +10,7 @@ export interface ExecutorContext {
   cache: LayerCache;
   /** Where a build keeps its scratch files (stage mounts) while it runs (`<dir>/<buildID>`). */
   buildsDir: string;
-  /** Where flattened root filesystems are cached, by the key of the build's last step (`<dir>/<key>`). */
+  /** Where templates' root filesystems are published, by the key of the build's last step (`<dir>/<key>.stack`). */
   rootfsDir: string;
   /** Where each step's command runs (the runtime's run-once verb). */
   runtime: Pick<Runtime, "runOnce">;

@@ -2,12 +2,13 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { unmount } from "../host/mounts.js";
 import { dockerStartCmd } from "./docker-vars.js";
-import { chainKey, flatten, mountStack, removeTree, type LayerCache } from "./layers.js";
+import { STACK_SUFFIX, rootfsLayers, writeLayerStack } from "../host/overlay.js";
+import { chainKey, inMergedStack, linkTree, mountStack, removeTree, type LayerCache } from "./layers.js";
 import { lookupUser } from "./runner.js";
 import type { BaseImage } from "./base-images.js";
 import { BuildFailure } from "./build-failure.js";
 import type { ExecutorContext } from "./build-context.js";
-import { prepareImage, runSteps, type StageEnv, type StageState } from "./stage-run.js";
+import { prepareImage, runSteps, userInStack, type StageEnv, type StageState } from "./stage-run.js";
 import type { BuildSpec } from "./steps.js";
 
 
@@ -23,8 +24,8 @@ export interface BuildOutcome {
 
 /**
  * Runs a build: each earlier stage of a multi-stage Dockerfile, then the build's own steps, as
- * layers over their bases, each step in its own build sandbox, and flattens the last stage into
- * `<rootfsDir>/<key of its last step>`. Layers and flattened root filesystems come from the cache
+ * layers over their bases, each step in its own build sandbox, and publishes the last stage's layers
+ * as `<rootfsDir>/<key of its last step>.stack`. Layers and published stacks come from the cache
  * unless a step (or the build) is forced; every step logs what it did, and a failure names the
  * step. A pulled image's config is where a stage's steps start; a Dockerfile's CMD is combined
  * with the image's ENTRYPOINT as Docker does.
@@ -59,7 +60,7 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
     held.push(base);
     const image = base.image?.config;
     const st: StageState = {
-      stack: [base.rootfs], key: chainKey("base", { scope: ctx.scope, base: base.rootfs }), forced: spec.force, envs: { ...image?.env },
+      stack: rootfsLayers(base.rootfs), ...(base.image ? { pulled: chainKey("image", base.rootfs) } : {}), key: chainKey("base", { scope: ctx.scope, base: base.rootfs }), forced: spec.force, envs: { ...image?.env },
       user: image?.user ?? (final ? spec.initialUser : "root"), workdir: image?.workdir ?? (final ? spec.initialWorkdir : "/"),
     };
     if (base.image && final) await prepareImage(env, st);
@@ -83,25 +84,49 @@ export async function executeBuild(ctx: ExecutorContext, buildID: string, spec: 
   }
 }
 
-/** Flattens the last stage into the template's rootfs (or takes it from the cache) and checks its default user. */
+/**
+ * Publishes the last stage's layers as the template's rootfs (or takes it from the cache) and
+ * checks its default user. A pulled image at the bottom is first kept as a hard-linked copy of
+ * its own, since the image cache may prune the image while templates built on it live on.
+ */
 async function finalize(ctx: ExecutorContext, st: StageState, signal: AbortSignal): Promise<BuildOutcome> {
   signal.throwIfAborted();
-  const out = join(ctx.rootfsDir, st.key);
+  const flat = join(ctx.rootfsDir, st.key);
+  const out = flat + STACK_SUFFIX;
+  const checkUser = (root: string) => {
+    if (!lookupUser(root, st.user)) throw new Error(`the default user '${st.user}' does not exist in the image`);
+  };
   let rootfs: string;
   try {
-    if (existsSync(out)) {
-      ctx.log({ level: "info", message: `CACHED finalize: the flattened rootfs of these layers (${st.key.slice(0, 12)})`, step: "finalize" });
-      rootfs = out;
+    mkdirSync(ctx.rootfsDir, { recursive: true, mode: 0o711 });
+    if (existsSync(flat) || existsSync(out)) {
+      // these layers were published before (or flattened into one tree by an earlier sandboxd)
+      rootfs = existsSync(flat) ? flat : out;
+      ctx.log({ level: "info", message: `CACHED finalize: the rootfs of these layers (${st.key.slice(0, 12)})`, step: "finalize" });
+      // the key covers every USER step, and the stack was published only once its user was found
+      if (rootfs === flat) checkUser(flat);
+      else if (!userInStack(rootfsLayers(out), st.user)) throw new Error(`the default user '${st.user}' does not exist in the image`);
+    } else if (st.stack.length === 1) {
+      rootfs = st.stack[0];
+      checkUser(rootfs);
     } else {
-      ctx.log({ level: "info", message: `finalize: flattening ${st.stack.length - 1} layer(s)`, step: "finalize" });
-      mkdirSync(ctx.rootfsDir, { recursive: true, mode: 0o711 });
-      rootfs = await flatten(st.stack, out).catch((err: Error) => {
+      ctx.log({ level: "info", message: `finalize: publishing ${st.stack.length - 1} layer(s) over the base`, step: "finalize" });
+      const stack = [...st.stack];
+      if (st.pulled) {
+        const kept = join(ctx.rootfsDir, `${st.pulled}.image`);
+        stack[0] = existsSync(kept) ? kept : await linkTree(stack[0], kept);
+      }
+      const publish = (merged: string) => {
+        checkUser(merged);
+        writeLayerStack(out, stack, merged);
+        return out;
+      };
+      rootfs = await inMergedStack(stack, out, publish).catch((err: Error) => {
         // another build of the same layers finished first
         if (existsSync(out)) return out;
         throw err;
       });
     }
-    if (!lookupUser(rootfs, st.user)) throw new Error(`the default user '${st.user}' does not exist in the image`);
   } catch (err) {
     throw new BuildFailure(`finalize failed: ${(err as Error).message}`, "finalize");
   }

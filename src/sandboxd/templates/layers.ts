@@ -95,29 +95,39 @@ export async function removeTree(dir: string): Promise<void> {
 }
 
 /**
- * Flattens a layer stack (bottom first, the bottom being a complete rootfs) into one directory
- * at `out`: the read-only overlay of the stack copied with rsync, hard-linking every file that is
- * unchanged from the bottom rootfs, so a template costs the disk of what its steps changed.
- * A stack of only the bottom is the bottom itself (no copy).
+ * Runs `fn` with the read-only overlay of a layer stack (bottom first) mounted at a scratch
+ * directory beside `near`, and unmounts it after: how a stack is looked at from the host.
  */
-export async function flatten(stack: string[], out: string): Promise<string> {
-  if (stack.length === 1) return stack[0];
-  const tmp = `${out}.tmp-${randomBytes(4).toString("hex")}`;
-  const mnt = join(tmp, "mnt");
-  mkdirSync(mnt, { recursive: true, mode: 0o755 });
+export async function inMergedStack<T>(stack: string[], near: string, fn: (merged: string) => T): Promise<T> {
+  const mnt = `${near}.tmp-mnt-${randomBytes(4).toString("hex")}`;
+  mkdirSync(mnt, { mode: 0o700 });
   try {
-    await mustExec("mount", ["-t", "overlay", "overlay", "-o", `ro,nosuid,nodev,lowerdir=${lowerdir(stack)}`, mnt]);
+    await mountStack(stack, mnt);
     try {
-      const r = await execTool("rsync", ["-aHAX", "--numeric-ids", `--link-dest=${stack[0]}/`, `${mnt}/`, join(tmp, "rootfs") + "/"], { timeoutMs: 30 * 60_000 });
-      if (r.code !== 0) throw new Error(`rsync failed (exit ${r.code}): ${r.stderr.trim().slice(-1000)}`);
+      return fn(mnt);
     } finally {
       await unmount(mnt);
     }
-    renameSync(join(tmp, "rootfs"), out);
-    await removeTree(tmp);
+  } finally {
+    rmdirSync(mnt);
+  }
+}
+
+/**
+ * Makes `out`, a copy of the directory tree `src` in which every file is a hard link to the
+ * source's (links themselves are copied, never followed): a pulled image's files kept for the
+ * templates built on it after the image cache prunes the image. Made in a temp dir and renamed.
+ */
+export async function linkTree(src: string, out: string): Promise<string> {
+  const tmp = `${out}.tmp-${randomBytes(4).toString("hex")}`;
+  try {
+    const r = await execTool("cp", ["-a", "--link", "--no-dereference", "--one-file-system", `${src}/`, tmp], { timeoutMs: 30 * 60_000 });
+    if (r.code !== 0) throw new Error(`linking ${src} failed: ${r.stderr.trim().slice(-1000)}`);
+    renameSync(tmp, out);
     return out;
   } catch (err) {
     await removeTree(tmp).catch(() => undefined);
+    if (existsSync(out)) return out;
     throw err;
   }
 }

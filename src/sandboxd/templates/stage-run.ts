@@ -23,6 +23,8 @@ export interface StageState {
   workdir: string;
   envs: Record<string, string>;
   forced: boolean;
+  /** The key of the pulled image at the bottom of the stack (which the image cache may prune), if one is. */
+  pulled?: string;
 }
 
 /** What every stage of one build shares. */
@@ -79,7 +81,7 @@ export const PREPARE_SCRIPT = [
  * Whether the image has `user`: looked up in the topmost layer that has an /etc/passwd (a layer
  * that deleted it, or a user missing there, answers no: the USER step then runs).
  */
-function userInStack(stack: string[], user: string): boolean {
+export function userInStack(stack: string[], user: string): boolean {
   for (let i = stack.length - 1; i >= 0; i--) {
     // lstat only: a layer's etc may be a link the template made (to anywhere on the host)
     if (lstatSync(join(stack[i], "etc"), { throwIfNoEntry: false })?.isDirectory() && lstatSync(join(stack[i], "etc", "passwd"), { throwIfNoEntry: false })) {
