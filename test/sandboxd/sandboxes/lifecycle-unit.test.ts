@@ -1,14 +1,12 @@
-import { after, afterEach, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createJsonLogger } from "../../../src/common/log.js";
 import { statusOf } from "../../../src/sandboxd/api/errors.js";
 import type { CreateInput } from "../../../src/sandboxd/sandboxes/inputs.js";
 import { createSandboxService, type SandboxService } from "../../../src/sandboxd/sandboxes/service.js";
-import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "../../../src/sandboxd/store/seed.js";
-import { openStore, type Store } from "../../../src/sandboxd/store/store.js";
+import { DEFAULT_TEAM_ID } from "../../../src/sandboxd/store/seed.js";
+import type { Store } from "../../../src/sandboxd/store/store.js";
+import { useUnitStore } from "../helpers/unit-store.js";
 import { FakeRuntime, fakeEnvd, type FakeEnvd } from "../helpers/fake-runtime.js";
 import { ManualClock, until } from "../helpers/manual-clock.js";
 
@@ -17,7 +15,6 @@ const TEAM = DEFAULT_TEAM_ID;
 const input = (o: Partial<CreateInput> = {}): CreateInput => ({ templateID: "base", timeout: 300, secure: true, ...o });
 
 describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
-  let dir: string;
   let store: Store;
   let templateID: string;
   let rt: FakeRuntime;
@@ -37,19 +34,14 @@ describe("the sandbox lifecycle on a fake runtime and a manual clock", () => {
   };
   const state = (id: string) => store.sandboxes.get(id)?.state;
 
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "lifecycle-unit-"));
-    store = openStore(join(dir, "sandboxd.db"));
-    seed(store);
-    templateID = registerBaseTemplate(store, { rootfs: join(dir, "rootfs"), envdVersion: "0.6.13" });
-  });
-  afterEach(async () => {
-    await svc?.close();
-    for (const row of store.sandboxes.all()) store.sandboxes.delete(row.id);
-  });
-  after(() => {
-    store.close();
-    rmSync(dir, { recursive: true, force: true });
+  useUnitStore("lifecycle-unit-", {
+    ready: (s, t) => {
+      store = s;
+      templateID = t;
+    },
+    reset: async () => {
+      await svc?.close();
+    },
   });
 
   test("a create starts the sandbox, inits envd with its variables and token, and publishes it; a kill removes all of it", async () => {

@@ -3,17 +3,15 @@
 // variables and token, a timeout with autoPauseMemory false pauses to disk, onResume 'reboot'
 // turns a frozen pause into a cold start, and start-up keeps such sandboxes (and turns a frozen
 // one whose processes are gone into one paused to disk).
-import { after, afterEach, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createJsonLogger } from "../../../src/common/log.js";
 import { reserved } from "../../../src/sandboxd/sandboxes/budget.js";
 import type { CreateInput } from "../../../src/sandboxd/sandboxes/inputs.js";
 import { createSandboxService, type SandboxService } from "../../../src/sandboxd/sandboxes/service.js";
-import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "../../../src/sandboxd/store/seed.js";
-import { openStore, type Store } from "../../../src/sandboxd/store/store.js";
+import { DEFAULT_TEAM_ID } from "../../../src/sandboxd/store/seed.js";
+import type { Store } from "../../../src/sandboxd/store/store.js";
+import { useUnitStore } from "../helpers/unit-store.js";
 import { FakeRuntime, fakeEnvd, type FakeEnvd } from "../helpers/fake-runtime.js";
 import { ManualClock, until } from "../helpers/manual-clock.js";
 
@@ -22,7 +20,6 @@ const TEAM = DEFAULT_TEAM_ID;
 const input = (o: Partial<CreateInput> = {}): CreateInput => ({ templateID: "base", timeout: 300, secure: true, ...o });
 
 describe("pause to disk (fake runtime)", () => {
-  let dir: string;
   let store: Store;
   let templateID: string;
   let rt: FakeRuntime;
@@ -39,19 +36,14 @@ describe("pause to disk (fake runtime)", () => {
   };
   const row = (id: string) => store.sandboxes.get(id);
 
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "pause-disk-unit-"));
-    store = openStore(join(dir, "sandboxd.db"));
-    seed(store);
-    templateID = registerBaseTemplate(store, { rootfs: join(dir, "rootfs"), envdVersion: "0.6.13" });
-  });
-  afterEach(async () => {
-    await svc?.close();
-    for (const r of store.sandboxes.all()) store.sandboxes.delete(r.id);
-  });
-  after(() => {
-    store.close();
-    rmSync(dir, { recursive: true, force: true });
+  useUnitStore("pause-disk-unit-", {
+    ready: (s, t) => {
+      store = s;
+      templateID = t;
+    },
+    reset: async () => {
+      await svc?.close();
+    },
   });
 
   test("pause with keepMemory false stops the container and keeps the disk; connect cold-starts it with the same ID, variables and token", async () => {

@@ -3,18 +3,16 @@
 // create in flight is left alone; a "crash" (a new lifecycle over the same store and runtime while
 // a snapshot, a fork or a cold start hangs) is undone by the start-up pass; the state machine
 // refuses moves it does not have.
-import { after, afterEach, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { Logger } from "../../../src/common/log.js";
 import type { CreateInput } from "../../../src/sandboxd/sandboxes/inputs.js";
 import { createSandboxService, type SandboxService } from "../../../src/sandboxd/sandboxes/service.js";
 import { canMove, phaseOf } from "../../../src/sandboxd/sandboxes/state.js";
 import type { SandboxRow } from "../../../src/sandboxd/store/sandboxes.js";
-import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "../../../src/sandboxd/store/seed.js";
-import { openStore, type Store } from "../../../src/sandboxd/store/store.js";
+import { DEFAULT_TEAM_ID } from "../../../src/sandboxd/store/seed.js";
+import type { Store } from "../../../src/sandboxd/store/store.js";
+import { useUnitStore } from "../helpers/unit-store.js";
 import { FakeRuntime, fakeEnvd, type FakeEnvd } from "../helpers/fake-runtime.js";
 import { ManualClock, until } from "../helpers/manual-clock.js";
 
@@ -30,7 +28,6 @@ function keptLog(): Logger & { lines: { msg: string; fields: Record<string, unkn
 }
 
 describe("the reconcile loop (fake runtime, manual clock)", () => {
-  let dir: string;
   let store: Store;
   let templateID: string;
   let rt: FakeRuntime;
@@ -53,22 +50,16 @@ describe("the reconcile loop (fake runtime, manual clock)", () => {
   const row = (id: string) => store.sandboxes.get(id);
   const listed = () => svc.listV2(TEAM, { states: ["running", "paused"], metadata: [], order: "desc", limit: 100 }).items.map((b) => b.sandboxID);
 
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "reconcile-unit-"));
-    store = openStore(join(dir, "sandboxd.db"));
-    seed(store);
-    templateID = registerBaseTemplate(store, { rootfs: join(dir, "rootfs"), envdVersion: "0.6.13" });
-  });
-  afterEach(async () => {
-    rt.onCreate = undefined;
-    rt.onSnapshot = undefined;
-    await svc?.close();
-    for (const r of store.sandboxes.all()) store.sandboxes.delete(r.id);
-    for (const s of store.snapshots.all()) store.snapshots.delete(s.id);
-  });
-  after(() => {
-    store.close();
-    rmSync(dir, { recursive: true, force: true });
+  useUnitStore("reconcile-unit-", {
+    ready: (s, t) => {
+      store = s;
+      templateID = t;
+    },
+    reset: async () => {
+      rt.onCreate = undefined;
+      rt.onSnapshot = undefined;
+      await svc?.close();
+    },
   });
 
   test("a running sandbox whose processes die leaves the list at the next pass, long before its timeout, logged by its ID", async () => {

@@ -1,16 +1,14 @@
 // Snapshots in the lifecycle on a fake runtime: a snapshot being copied by a create cannot be
 // deleted, a failed snapshot leaves nothing, and start-up drops what a crash left half-made.
-import { after, afterEach, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createJsonLogger } from "../../../src/common/log.js";
 import { statusOf } from "../../../src/sandboxd/api/errors.js";
 import type { CreateInput } from "../../../src/sandboxd/sandboxes/inputs.js";
 import { createSandboxService, type SandboxService } from "../../../src/sandboxd/sandboxes/service.js";
-import { DEFAULT_TEAM_ID, registerBaseTemplate, seed } from "../../../src/sandboxd/store/seed.js";
-import { openStore, type Store } from "../../../src/sandboxd/store/store.js";
+import { DEFAULT_TEAM_ID } from "../../../src/sandboxd/store/seed.js";
+import type { Store } from "../../../src/sandboxd/store/store.js";
+import { useUnitStore } from "../helpers/unit-store.js";
 import { FakeRuntime, fakeEnvd } from "../helpers/fake-runtime.js";
 import { ManualClock } from "../helpers/manual-clock.js";
 
@@ -19,7 +17,6 @@ const TEAM = DEFAULT_TEAM_ID;
 const input = (o: Partial<CreateInput> = {}): CreateInput => ({ templateID: "base", timeout: 300, secure: true, ...o });
 
 describe("snapshots in the lifecycle (fake runtime)", () => {
-  let dir: string;
   let store: Store;
   let templateID: string;
   let rt: FakeRuntime;
@@ -34,20 +31,14 @@ describe("snapshots in the lifecycle (fake runtime)", () => {
     return svc;
   };
 
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "snapshots-unit-"));
-    store = openStore(join(dir, "sandboxd.db"));
-    seed(store);
-    templateID = registerBaseTemplate(store, { rootfs: join(dir, "rootfs"), envdVersion: "0.6.13" });
-  });
-  afterEach(async () => {
-    await svc?.close();
-    for (const row of store.sandboxes.all()) store.sandboxes.delete(row.id);
-    for (const row of store.snapshots.all()) store.snapshots.delete(row.id);
-  });
-  after(() => {
-    store.close();
-    rmSync(dir, { recursive: true, force: true });
+  useUnitStore("snapshots-unit-", {
+    ready: (s, t) => {
+      store = s;
+      templateID = t;
+    },
+    reset: async () => {
+      await svc?.close();
+    },
   });
 
   test("a snapshot a create is copying cannot be deleted (409); once the create is done it can, and its image goes", async () => {
