@@ -41,7 +41,7 @@ export function isLogLevel(s: string): s is LogLevel {
 /** Log lines waiting for a stuck output beyond this are dropped rather than held in memory. */
 const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
-/** A direct write slower than this sends every later line through the asynchronous path. */
+/** By default a direct write slower than this sends every later line through the asynchronous path. */
 const SLOW_WRITE_MS = 5;
 
 /** Whether writes to `fd` complete at once: a regular file, or a character device that is not a terminal (/dev/null). */
@@ -60,13 +60,15 @@ export interface JsonLoggerOptions {
   name: string;
   /** Field paths removed from every line: `key` (top level), `*.key` (one level down), `a.b` or `a["b"]`. */
   redact?: string[];
+  /** A direct write slower than this (ms, default 5) sends every later line through the asynchronous path. */
+  slowWriteMs?: number;
 }
 
 /** A logger writing JSON lines to `opts.fd`; an unknown level is an error naming the known ones. */
 export function createJsonLogger(opts: JsonLoggerOptions): Logger {
   if (!isLogLevel(opts.level)) throw new Error(`log level must be one of ${LOG_LEVELS.join("|")}, got '${opts.level}'`);
   const min = LOG_LEVELS.indexOf(opts.level);
-  const out = new LineWriter(opts.fd);
+  const out = new LineWriter(opts.fd, opts.slowWriteMs ?? SLOW_WRITE_MS);
   const prefix = `,"logger":${JSON.stringify(opts.name)}`;
   const redact = opts.redact ? compileRedaction(opts.redact) : undefined;
   const make = (level: Emitting): LogFn => {
@@ -154,7 +156,10 @@ class LineWriter {
 
   private direct: boolean;
 
-  constructor(private readonly fd: number) {
+  constructor(
+    private readonly fd: number,
+    private readonly slowWriteMs: number,
+  ) {
     this.direct = writesAtOnce(fd);
     process.once("exit", () => this.flushSync());
   }
@@ -179,7 +184,7 @@ class LineWriter {
     } catch {
       // not delivered; later lines may be
     }
-    if (performance.now() - started > SLOW_WRITE_MS) this.direct = false;
+    if (performance.now() - started > this.slowWriteMs) this.direct = false;
   }
 
   private writeSoon(): void {

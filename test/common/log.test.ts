@@ -96,7 +96,12 @@ test("an unknown level is refused with the list of known ones", () => {
   assert.match(r.stderr, /log level must be one of trace\|debug\|info\|warn\|error\|fatal\|silent, got 'verbose'/);
 });
 
-test("to a regular file or /dev/null a line is written before the call returns, without libuv's thread pool", () => {
+/**
+ * Logs one line to a file and 100 to /dev/null in a child, with `slowWriteMs` as given; answers what the
+ * file held right after the first and the second call, the thread counts before and after, and the
+ * file's final text.
+ */
+function directWrites(slowWriteMs: number): { now: string; now2: string; before: number; after: number; final: string } {
   const dir = mkdtempSync(join(tmpdir(), "log-test-"));
   try {
     const file = join(dir, "out");
@@ -105,20 +110,37 @@ test("to a regular file or /dev/null a line is written before the call returns, 
       import { createJsonLogger } from ${JSON.stringify(LOG_MODULE)};
       const threads = () => Number(/^Threads:\\s+(\\d+)/m.exec(readFileSync("/proc/self/status", "utf8"))[1]);
       const before = threads();
-      const log = createJsonLogger({ fd: openSync(${JSON.stringify(file)}, "w"), level: "info", name: "x" });
+      const opts = { level: "info", name: "x", slowWriteMs: ${slowWriteMs} };
+      const log = createJsonLogger({ fd: openSync(${JSON.stringify(file)}, "w"), ...opts });
       log.info({ n: 1 }, "first");
       const now = readFileSync(${JSON.stringify(file)}, "utf8");
-      const nul = createJsonLogger({ fd: openSync("/dev/null", "w"), level: "info", name: "x" });
+      log.info({ n: 2 }, "second");
+      const now2 = readFileSync(${JSON.stringify(file)}, "utf8");
+      const nul = createJsonLogger({ fd: openSync("/dev/null", "w"), ...opts });
       for (let i = 0; i < 100; i++) nul.info({ i }, "gone");
-      setTimeout(() => writeSync(2, JSON.stringify({ now, before, after: threads() })), 100);`;
+      setTimeout(() => writeSync(2, JSON.stringify({ now, now2, before, after: threads() })), 100);`;
     const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 20_000 });
     assert.equal(r.status, 0, r.stderr);
-    const got = JSON.parse(r.stderr) as { now: string; before: number; after: number };
-    assert.match(got.now, /"msg":"first"/, "written before log.info returned");
-    assert.equal(got.after, got.before, "no thread pool started for the writes");
+    return { ...(JSON.parse(r.stderr) as { now: string; now2: string; before: number; after: number }), final: readFileSync(file, "utf8") };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+// The switch to the asynchronous path is timed, so the direct path is checked with a bound no write
+// reaches on a loaded machine, and the switch itself with a bound every write exceeds.
+test("to a regular file or /dev/null a line is written before the call returns, without libuv's thread pool", () => {
+  const got = directWrites(60_000);
+  assert.match(got.now, /"msg":"first"/, "written before log.info returned");
+  assert.match(got.now2, /"msg":"second"/, "the second line too");
+  assert.equal(got.after, got.before, "no thread pool started for the writes");
+});
+
+test("after a direct write slower than the bound, later lines go through the asynchronous path, none lost", () => {
+  const got = directWrites(-1);
+  assert.match(got.now, /"msg":"first"/, "the first line was still written directly");
+  assert.doesNotMatch(got.now2, /"msg":"second"/, "the second line was queued, not written before the call returned");
+  assert.deepEqual(got.final.split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { msg: string }).msg), ["first", "second"]);
 });
 
 test("to a pipe lines go out asynchronously, all of them and in order, also when the process exits at once", () => {
