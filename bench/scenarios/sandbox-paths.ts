@@ -68,7 +68,9 @@ async function breakdown(label: string, n: number, pool: number, pauseMs: number
       row("sandboxd: the create's own time (its log)", logP50(lines, "sandbox created", ids, "ms")),
     ];
     if (pool === 0) {
-      for (const f of ["prepareMs", "runcCreateMs", "networkMs", "runcStartMs", "envdMs"]) rows.push(row(`sandboxd cold phase ${f.replace(/Ms$/, "")}`, logP50(lines, "create phases", ids, f)));
+      for (const f of ["prepareMs", "runcRunMs", "networkMs", "envdMs"]) rows.push(row(`sandboxd cold phase ${f.replace(/Ms$/, "")}`, logP50(lines, "create phases", ids, f)));
+    } else {
+      for (const f of ["rulesMs", "cpuMs", "initMs"]) rows.push(row(`sandboxd claim: ${f.replace(/Ms$/, "")} done after`, logP50(lines, "claim phases", ids, f)));
     }
     rows.push(
       row("SDK: first commands.run('true'), connect included", p((r) => r.firstRunMs)),

@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { execTool, mustExec } from "../host/exec.js";
+import { spawnTool } from "../host/spawner.js";
 import { SET_OOM_FLOOR, withOomFloor } from "../host/oom.js";
 
 /** One container as `runc list` reports it. */
@@ -15,7 +15,8 @@ export class RuncCli {
   constructor(private readonly root: string) {}
 
   /**
-   * `runc create`: makes the container and its namespaces, leaving its init waiting for `start`.
+   * `runc run --detach`: makes the container and its namespaces and starts its init (one runc
+   * process where `create` and `start` took two: each runc start costs tens of milliseconds of CPU).
    * The container's stdout/stderr (and runc's own errors) go to `logFile`, which outlives runc.
    * With `rootfs`, its overlay is mounted at the bundle's rootfs path in a private mount namespace
    * that only runc (and so only the container's own namespace, copied from it) ever sees: the
@@ -25,25 +26,20 @@ export class RuncCli {
    * key quota (200 keys by default) would otherwise cap a host at 200 sandboxes; the sandbox's
    * seccomp profile refuses the keyring calls (keyctl, add_key, request_key) anyway.
    */
-  async create(id: string, bundle: string, pidFile: string, logFile: string, rootfs?: { options: string; target: string }, nice?: number): Promise<void> {
+  async run(id: string, bundle: string, pidFile: string, logFile: string, rootfs?: { options: string; target: string }, nice?: number): Promise<void> {
     const fd = openSync(logFile, "a", 0o600);
-    const runc = ["runc", "--root", this.root, "create", "--no-new-keyring", "--bundle", bundle, "--pid-file", pidFile, id];
+    const runc = ["runc", "--root", this.root, "run", "--detach", "--no-new-keyring", "--bundle", bundle, "--pid-file", pidFile, id];
     // nice applies to the mount only: the container's processes must not inherit it
     const mount = `${nice ? `nice -n ${Math.trunc(nice)} ` : ""}mount -t overlay overlay -o "$1" "$2"`;
     // one shell, already in the private namespace, sets the OOM floor, mounts and becomes runc
     const script = `${SET_OOM_FLOOR} && ${mount} && shift 2 && exec "$@"`;
     const argv = rootfs ? ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", rootfs.options, rootfs.target, ...runc] : withOomFloor(runc);
     try {
-      const code = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn(argv[0], argv.slice(1), {
-          stdio: ["ignore", fd, fd],
-          timeout: 60_000,
-        });
-        child.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "ENOENT" ? new Error(`${argv[0]} is not installed (apt-get install runc util-linux)`) : err));
-        // 'exit', not 'close': the container keeps the log file open after runc has gone
-        child.once("exit", (c) => resolve(c));
+      // 'exit', not 'close': the container keeps the log file open after runc has gone
+      const { code } = await spawnTool({ cmd: argv[0], args: argv.slice(1), fds: [fd, fd], timeoutMs: 60_000 }).catch((err: Error) => {
+        throw /is not installed/.test(err.message) ? new Error(`${argv[0]} is not installed (apt-get install runc util-linux)`) : err;
       });
-      if (code !== 0) throw new Error(`runc create ${id} failed (exit ${code ?? "by signal"})`);
+      if (code !== 0) throw new Error(`runc run ${id} failed (exit ${code ?? "by signal"})`);
     } finally {
       closeSync(fd);
     }
@@ -69,7 +65,7 @@ export class RuncCli {
 
   /**
    * Waits (at most `ms`) until no runc command on this state root runs in another process: after
-   * sandboxd was killed, a `runc create` or `start` it had begun goes on and would otherwise make
+   * sandboxd was killed, a `runc run` it had begun goes on and would otherwise make
    * a container just after the new process looked for leftovers.
    */
   async settle(ms = 10_000): Promise<void> {

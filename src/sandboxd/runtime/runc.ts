@@ -142,7 +142,7 @@ class RuncRuntime implements Runtime {
     try {
       // the overlay is mounted where only runc and the container see it (nodev there too)
       const options = overlayOptions({ lower: rootfsLowers(spec.rootfs), upper, work: join(disk, "work") }, ["nodev"]);
-      await this.runc.create(id, dir, join(dir, "pid"), log, { options, target: rootfs }, nice);
+      await this.runc.run(id, dir, join(dir, "pid"), log, { options, target: rootfs }, nice);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${consoleText(dir)}`);
     }
@@ -150,16 +150,15 @@ class RuncRuntime implements Runtime {
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
     // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
     // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    const wired = this.network.attach(lease, pid, { policy: spec.egress, nice }).then(() => Date.now());
-    const started = this.runc.verb("start", id).then(() => Date.now());
-    const [tNet, tStart] = await Promise.all([wired, started]);
+    await this.network.attach(lease, pid, { policy: spec.egress, nice });
+    const tNet = Date.now();
     signal?.throwIfAborted();
     await waitForPort({
       host: lease.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
       alive: async () => (await this.runc.state(id))?.status === "running",
       why: () => `envd's output:\n${consoleText(dir)}`,
     });
-    this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcCreateMs: tRunc - tCreate, networkMs: tNet - tRunc, runcStartMs: tStart - tRunc, envdMs: Date.now() - Math.max(tNet, tStart) }, "create phases");
+    this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcRunMs: tRunc - tCreate, networkMs: tNet - tRunc, envdMs: Date.now() - tNet }, "create phases");
     return { sandboxID: id, ip: lease.ip, envdPort: ENVD_PORT };
   }
 

@@ -23,12 +23,15 @@ export async function launch(l: Pick<Lifecycle, "runtime" | "log">, p: {
   if (warm) {
     try {
       // The rules, the CPU share and envd's /init touch different things: all at once.
-      const [, , reported] = await Promise.all([
-        warm.policyKey !== policyKey(p.egress) ? runtime.setEgress(warm.sandboxID, p.egress) : undefined,
-        runtime.foreground(warm.sandboxID, warm.cpuCount),
-        p.init(warm.addr),
+      const t0 = performance.now();
+      const took = <T>(work: Promise<T>) => work.then((v) => ({ v, ms: Math.round(performance.now() - t0) }));
+      const [rules, cpu, init] = await Promise.all([
+        took(warm.policyKey !== policyKey(p.egress) ? runtime.setEgress(warm.sandboxID, p.egress) : Promise.resolve()),
+        took(runtime.foreground(warm.sandboxID, warm.cpuCount)),
+        took(p.init(warm.addr)),
       ]);
-      return { addr: warm.addr, reported, claimed: true };
+      l.log.debug({ sandboxID: warm.sandboxID, rulesMs: rules.ms, cpuMs: cpu.ms, initMs: init.ms }, "claim phases");
+      return { addr: warm.addr, reported: init.v, claimed: true };
     } catch (err) {
       l.log.warn({ sandboxID: warm.sandboxID, err: (err as Error).message }, "a pooled sandbox could not be claimed; starting one cold");
       await runtime.remove(warm.sandboxID);
