@@ -9,6 +9,7 @@ import { mountDiskImage, unmountDisk } from "../host/disk.js";
 import { isMounted } from "../host/mounts.js";
 import { cgroupFrozen, freezeCgroup, thawCgroup } from "../host/cgroups.js";
 import { syncFs, thawFs } from "../storage/freeze.js";
+import { replayJournal } from "../storage/journal.js";
 import type { StoragePool } from "../storage/pool.js";
 import type { SandboxSpec } from "./runtime.js";
 
@@ -62,7 +63,10 @@ export class SandboxDisks {
    * running sandbox only for the copy; a frozen one stays frozen), what they wrote since is synced,
    * and the image is reflinked: nothing in the sandbox writes, so the copy holds every write made
    * before the freeze, and the clone itself is atomic against the loop device's writes. Thawed
-   * whatever happens. A disk not mounted (a sandbox stopped with its disk kept) is quiet already.
+   * whatever happens. Then, with the sandbox running again, the copy's journal is replayed into
+   * it once, so the disks made from it do not each replay (and own) the same metadata blocks; a
+   * failed replay is logged and leaves a copy their mounts replay. A disk not mounted (a sandbox
+   * stopped with its disk kept) is clean already.
    */
   async snapshot(id: string, target: string, snapID: string, cgroup: string): Promise<void> {
     if (!isMounted(target)) {
@@ -78,6 +82,7 @@ export class SandboxDisks {
     } finally {
       if (running) thawCgroup(cgroup);
     }
+    await replayJournal(this.pool.snapshotPath(snapID)).catch((err: Error) => this.log.warn({ sandboxID: id, snapshotID: snapID, err: err.message }, "replaying a snapshot's journal failed"));
   }
 
   /** Thaws every mounted sandbox disk under `sandboxesDir` (a crash between fsfreeze and thaw leaves one frozen). */
