@@ -2,7 +2,8 @@
 // way, caught once the forks' disk images are in the pool and a fork's runc container is made: after a restart on the same
 // data dir nothing half-made remains (no row in a passing state, no disk image, loop device, runc
 // container, cgroup, veth or mount of a fork that did not survive, no fork snapshot), the parent
-// runs and answers a command, and a new fork of it works.
+// runs and answers a command, and a new fork of it works (with its own identity files, though the
+// parent's, on the disk it copies, were edited and longer).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -111,16 +112,21 @@ describe("a crash of sandboxd mid-fork on real runc", { skip: sandboxSkipReason(
       import { Sandbox } from "e2b";
       const parent = await Sandbox.connect(${JSON.stringify(parent)});
       const out = (await parent.commands.run("cat /home/user/before.txt")).stdout;
+      // the parent's identity files, edited and longer than a fork's: each fork gets its own, whole and nothing more
+      await parent.commands.run("echo '198.18.0.9 a-long-name-the-parent-added' | sudo tee -a /etc/hosts >/dev/null");
       const forks = await parent.fork({ count: 2 });
       const seen = [];
       for (const f of forks) {
         if (f instanceof Error) throw f;
-        seen.push((await f.commands.run("cat /home/user/before.txt")).stdout);
+        const hosts = (await f.commands.run("cat /etc/hosts")).stdout;
+        const own = hosts.endsWith("\\t" + f.sandboxId + "\\n") && !hosts.includes("a-long-name") && (await f.commands.run("cat /etc/hostname")).stdout === f.sandboxId + "\\n";
+        seen.push({ file: (await f.commands.run("cat /home/user/before.txt")).stdout, own });
         await f.kill();
       }
       console.log(JSON.stringify({ out, seen }));
     `);
-    assert.deepEqual(got, { out: "from the parent", seen: ["from the parent", "from the parent"] }, "the parent answers and forks again");
+    const fork = { file: "from the parent", own: true };
+    assert.deepEqual(got, { out: "from the parent", seen: [fork, fork] }, "the parent answers and forks again; each fork has its own identity files");
     for (const id of kept) assert.equal((await api(s, ca, "DELETE", `/sandboxes/${id}`)).status, 204);
     assert.deepEqual(ids(join(pool, "disks")), [], "every disk goes with its sandbox");
     assert.deepEqual(ids(join(pool, "snapshots")), []);
