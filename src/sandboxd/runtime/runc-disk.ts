@@ -82,7 +82,11 @@ export class SandboxDisks {
     } finally {
       if (running) thawCgroup(cgroup);
     }
-    await replayJournal(this.pool.snapshotPath(snapID)).catch((err: Error) => this.log.warn({ sandboxID: id, snapshotID: snapID, err: err.message }, "replaying a snapshot's journal failed"));
+    const t0 = Date.now();
+    await replayJournal(this.pool.snapshotPath(snapID)).then(
+      () => this.log.debug({ sandboxID: id, snapshotID: snapID, ms: Date.now() - t0 }, "replayed a snapshot's journal"),
+      (err: Error) => this.log.warn({ sandboxID: id, snapshotID: snapID, err: err.message }, "replaying a snapshot's journal failed"),
+    );
   }
 
   /** Thaws every mounted sandbox disk under `sandboxesDir` (a crash between fsfreeze and thaw leaves one frozen). */
