@@ -24,8 +24,12 @@ async function must(sbx, cmd, opts = {}) {
 }
 const write = (sbx, mib, flush) => must(sbx, "dd if=/dev/urandom of=/home/user/data bs=1M count=" + mib + " status=none" + (flush ? " conv=fsync" : ""));
 // every disk's dirty blocks written through to the pool's file system, then what it has allocated:
-// as it is, and once XFS has dropped speculative preallocation (what its background GC does within minutes)
+// as it is, and once XFS has dropped speculative preallocation (what its background GC does within minutes).
+// Two syncs: the first flushes the sandboxes' ext4 file systems into their images after it has passed
+// the pool's (their loop devices write through the page cache), which the second writes; after one,
+// statfs still counts XFS's reservations for those writes (several blocks each, released at writeback)
 function poolUsed() {
+  execFileSync("sync");
   execFileSync("sync");
   const used = () => { const s = fs.statfsSync(CFG.pool); return (s.blocks - s.bfree) * s.bsize; };
   const raw = used();

@@ -9,6 +9,7 @@ import { mountDiskImage, unmountDisk } from "../host/disk.js";
 import { isMounted } from "../host/mounts.js";
 import { cgroupFrozen, freezeCgroup, thawCgroup } from "../host/cgroups.js";
 import { syncFs, thawFs } from "../storage/freeze.js";
+import { replayJournal } from "../storage/journal.js";
 import type { StoragePool } from "../storage/pool.js";
 import type { SandboxSpec } from "./runtime.js";
 
@@ -62,9 +63,12 @@ export class SandboxDisks {
    * running sandbox only for the copy; a frozen one stays frozen), what they wrote since is synced,
    * and the image is reflinked: nothing in the sandbox writes, so the copy holds every write made
    * before the freeze, and the clone itself is atomic against the loop device's writes. Thawed
-   * whatever happens. A disk not mounted (a sandbox stopped with its disk kept) is quiet already.
+   * whatever happens. Then, with the sandbox running again and `replay` asked (more than one disk
+   * will be made from the copy), the copy's journal is replayed into it once, so those disks do
+   * not each replay (and own) the same metadata blocks; a failed replay is logged and leaves a
+   * copy their mounts replay. A disk not mounted (a sandbox stopped with its disk kept) is clean.
    */
-  async snapshot(id: string, target: string, snapID: string, cgroup: string): Promise<void> {
+  async snapshot(id: string, target: string, snapID: string, cgroup: string, opts: { replay: boolean }): Promise<void> {
     if (!isMounted(target)) {
       await this.pool.snapshotDisk(id, snapID);
       return;
@@ -78,6 +82,12 @@ export class SandboxDisks {
     } finally {
       if (running) thawCgroup(cgroup);
     }
+    if (!opts.replay) return;
+    const t0 = Date.now();
+    await replayJournal(this.pool.snapshotPath(snapID)).then(
+      () => this.log.debug({ sandboxID: id, snapshotID: snapID, ms: Date.now() - t0 }, "replayed a snapshot's journal"),
+      (err: Error) => this.log.warn({ sandboxID: id, snapshotID: snapID, err: err.message }, "replaying a snapshot's journal failed"),
+    );
   }
 
   /** Thaws every mounted sandbox disk under `sandboxesDir` (a crash between fsfreeze and thaw leaves one frozen). */

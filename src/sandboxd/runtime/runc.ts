@@ -212,10 +212,10 @@ class RuncRuntime implements Runtime {
     return this.serial(sandboxID, () => this.teardown(sandboxID, opts.keepDisk));
   }
 
-  snapshot(sandboxID: string, snapshotID: string): Promise<{ sizeBytes: number }> {
+  snapshot(sandboxID: string, snapshotID: string, opts?: { copies?: number }): Promise<{ sizeBytes: number }> {
     return this.serial(sandboxID, async () => {
       if (!SANDBOX_ID.test(sandboxID) || !this.diskPool.ids().includes(sandboxID)) throw new Error(`sandbox ${sandboxID} has no disk in the runtime`);
-      await this.diskPool.snapshot(sandboxID, join(this.dirOf(sandboxID), "disk"), snapshotID, `/${this.cgroupParent}/${sandboxID}`);
+      await this.diskPool.snapshot(sandboxID, join(this.dirOf(sandboxID), "disk"), snapshotID, `/${this.cgroupParent}/${sandboxID}`, { replay: (opts?.copies ?? Infinity) > 1 });
       return { sizeBytes: statSync(this.diskPool.pool.snapshotPath(snapshotID)).blocks * 512 };
     });
   }

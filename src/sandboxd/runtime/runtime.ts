@@ -114,9 +114,11 @@ export interface Runtime {
   /**
    * Records a consistent copy of the sandbox's disk as snapshot `snapshotID` (the sandbox is held
    * still for the instant of the copy and left as it was: running, frozen or stopped). Resolves
-   * with the bytes the copy holds (extents shared with the disk count in full).
+   * with the bytes the copy holds (extents shared with the disk count in full). `copies`: how many
+   * disks will be made from it (default: any number); a copy for one disk may be left for that
+   * disk's first mount to finish (its journal replayed there rather than once in the copy).
    */
-  snapshot(sandboxID: string, snapshotID: string): Promise<{ sizeBytes: number }>;
+  snapshot(sandboxID: string, snapshotID: string, opts?: { copies?: number }): Promise<{ sizeBytes: number }>;
   /** Removes a snapshot's copy; an unknown one succeeds. */
   removeSnapshot(snapshotID: string): Promise<void>;
   /** IDs of the snapshots the runtime holds. */

@@ -35,7 +35,7 @@ export async function forkSandbox(l: Lifecycle, teamID: string, id: string, coun
     // the parent is snapshotting while its disk is copied: a crash then removes the copy at start-up
     l.record({ ...row, transition: "snapshotting", transitionImage: image });
     try {
-      const { sizeBytes } = await l.runtime.snapshot(row.id, image);
+      const { sizeBytes } = await l.runtime.snapshot(row.id, image, { copies: count });
       const s: SnapshotRow = { id: image, teamID, name: null, sourceSandboxID: row.id, templateID: row.templateID, buildID: template.buildID, image, template, sizeBytes, createdAt: new Date(l.clock.now()).toISOString() };
       return { parent: row, snap: s };
     } catch (err) {

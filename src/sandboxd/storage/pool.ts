@@ -10,6 +10,7 @@ import { GoldenImages, isGoldenName, MAX_DISK_MB, MIN_DISK_MB } from "./golden.j
 import { holdsImages, prepareLayout, type PoolDirs } from "./layout.js";
 import { loopsInUse } from "./loops.js";
 import { createPoolImage, defaultPoolSizeMB, growPoolImage, hasPoolImage, mountPoolImage, sweepImageTemporaries, unmountPoolImage } from "./loop-image.js";
+import { setCowExtentHint } from "./cow-hint.js";
 import { checkID, idOfImage, imageName } from "./names.js";
 import { cloneFile, supportsReflink, sweepProbes } from "./reflink.js";
 
@@ -88,6 +89,8 @@ export class StoragePool {
     }
     const layout = prepareLayout(root);
     swept.push(...layout.swept);
+    // every image is made in tmp/ (golden images by mkfs, the others as clones) and inherits the hint
+    await setCowExtentHint(layout.dirs.tmp);
     for (const name of readdirSync(layout.dirs.golden)) {
       if (!isGoldenName(name)) swept.push(rmFile(join(layout.dirs.golden, name)));
     }

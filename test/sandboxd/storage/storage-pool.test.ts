@@ -1,6 +1,7 @@
 // The storage pool on a real loop-backed XFS image: reflinked disks and snapshots share extents,
 // disks made from the golden image are ext4 of their size, a snapshot under fsfreeze holds what
-// was written before it and nothing after, removes free space, and the pool survives a restart.
+// was written before it and nothing after, a copy of a mounted disk is made clean by replaying its
+// journal once, removes free space, and the pool survives a restart.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
@@ -9,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { StorageError } from "../../../src/sandboxd/storage/errors.js";
 import { syncFs, thawFs, withFrozenFs } from "../../../src/sandboxd/storage/freeze.js";
+import { replayJournal } from "../../../src/sandboxd/storage/journal.js";
 import { loopsBackedBy, loopsInUse, mountAt } from "../../../src/sandboxd/storage/loops.js";
 import { StoragePool } from "../../../src/sandboxd/storage/pool.js";
 import { supportsReflink } from "../../../src/sandboxd/storage/reflink.js";
@@ -146,6 +148,29 @@ describe("storage pool: loop-backed XFS with reflinks", { skip }, () => {
     await pool.removeDisk("live");
     await pool.removeSnapshot("live-snap");
     assert.deepEqual([pool.listDisks(), pool.listSnapshots()], [[], []]);
+  });
+
+  test("a copy of a mounted disk has its journal replayed once, so disks made from it mount clean; images get a one-block CoW hint", async () => {
+    const mp = mountDisk(await pool.createDisk("journaled", 128), "journaled");
+    for (let i = 0; i < 20; i++) mkdirSync(join(mp, `d${i}`));
+    writeFileSync(join(mp, "d0", "file"), "in the copy");
+    await syncFs(mp);
+    const snap = await pool.snapshotDisk("journaled", "journaled-snap");
+    const needsRecovery = (img: string) => /needs_recovery/.test(execFileSync("dumpe2fs", ["-h", img], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }));
+    assert.ok(needsRecovery(snap), "the copy of a mounted ext4 holds committed transactions to replay");
+    await replayJournal(snap);
+    assert.ok(!needsRecovery(snap), "replayed once in the copy");
+    const copy = await pool.diskFromSnapshot("journaled-snap", "journaled-copy");
+    assert.ok(!needsRecovery(copy), "a disk made from it has nothing to replay at its mount");
+    assert.match(execFileSync("xfs_io", ["-c", "cowextsize", copy], { encoding: "utf8" }), /^\[4096\] /, "one-block CoW extent size hint");
+    const fork = mountDisk(copy, "journaled-copy");
+    assert.equal(readFileSync(join(fork, "d0", "file"), "utf8"), "in the copy");
+    assert.equal(readdirSync(fork).filter((n) => n.startsWith("d")).length, 20);
+    umountDisk(fork);
+    umountDisk(mp);
+    await pool.removeDisk("journaled-copy");
+    await pool.removeDisk("journaled");
+    await pool.removeSnapshot("journaled-snap");
   });
 
   test("names with a slash, dots or odd characters are refused and nothing is made", async () => {
