@@ -1,3 +1,4 @@
+import { loadSpawnAddon } from "./host/native-spawn.js";
 import { existsSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultRouteInterface } from "./network/egress.js";
@@ -81,6 +82,14 @@ function seedKey(): string {
   return "e2b_" + Buffer.from(b).toString("hex");
 }
 
+/** Tools start through the spawn of envd's addon when it loads here, else from worker threads; logs which. */
+function startToolsFrom(envdDir: string, log: Logger): void {
+  const file = join(envdDir, "inotify.node");
+  const why = loadSpawnAddon(file);
+  if (why) log.info({ reason: why }, "system tools start from worker threads (forking sandboxd)");
+  else log.debug({ addon: file }, "system tools start without forking sandboxd");
+}
+
 /**
  * Composition root: data dir → store (seeded once) → TLS → listener (answering /health 503
  * until ready) → runtime → base template → the sandbox service behind the API and the proxy.
@@ -91,6 +100,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   prepareDataDir(config.dataDir);
   sweepTemporaries(config.dataDir, log);
   const envdDir = resolveEnvdDir(config.envdDir, version);
+  startToolsFrom(envdDir, log);
   const store = openStore(join(config.dataDir, "sandboxd.db"));
   const keyFile = join(config.dataDir, "api-key");
   const key = newApiKey(store, keyFile, log);

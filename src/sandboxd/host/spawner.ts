@@ -1,10 +1,12 @@
 /**
- * Starts sandboxd's system tools from worker threads. libuv's spawn blocks the calling thread
- * until the child has exec'd; on a loaded 2-core host that is 15–40 ms a tool, and on the main
- * thread every tool a create, a refill or a kill ran stalled the API and the proxy for that
- * long. A worker blocks instead; two let two tools start at once.
+ * Starts sandboxd's system tools off its main thread: through envd's native addon when it was
+ * loaded (native-spawn.ts: no fork at all), else from worker threads. libuv's spawn blocks the
+ * calling thread until the child has exec'd; on a loaded 2-core host that is 15–40 ms a tool,
+ * and on the main thread every tool a create, a refill or a kill ran stalled the API and the
+ * proxy for that long. A worker blocks instead; two let two tools start at once.
  */
 import { SHARE_ENV, Worker } from "node:worker_threads";
+import { nativeSpawn, nativeSpawnLoaded } from "./native-spawn.js";
 
 /** One tool to run in a worker. */
 export interface SpawnRequest {
@@ -110,8 +112,9 @@ const WORKERS = 2;
 const workers: SpawnWorker[] = [];
 let nextId = 1;
 
-/** Runs one tool in the least busy worker; rejects only when it cannot be started. */
+/** Runs one tool (through the addon, else in the least busy worker); rejects only when it cannot be started. */
 export function spawnTool(req: SpawnRequest): Promise<SpawnResult> {
+  if (nativeSpawnLoaded()) return nativeSpawn(req);
   for (let i = workers.length - 1; i >= 0; i--) if (workers[i].dead) workers.splice(i, 1);
   while (workers.length < WORKERS) workers.push(new SpawnWorker());
   const w = workers.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));

@@ -1,4 +1,4 @@
-import { test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
@@ -7,8 +7,25 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execTool, mustExec } from "../../../src/sandboxd/host/exec.js";
 import { spawnTool } from "../../../src/sandboxd/host/spawner.js";
+import { loadSpawnAddon, nativeSpawnLoaded } from "../../../src/sandboxd/host/native-spawn.js";
+import { envdArtifactDir } from "../helpers/sandboxd.js";
 
-const EXEC_MODULE = resolve(fileURLToPath(import.meta.url), "../../../../src/sandboxd/host/exec.js");
+const HOST = resolve(fileURLToPath(import.meta.url), "../../../../src/sandboxd/host");
+
+// The same behaviour from both ways of starting a tool: worker threads first, then envd's addon
+// (loaded for the rest of this process).
+for (const way of ["worker threads", "envd's addon"] as const) {
+  describe(`tools started through ${way}`, () => {
+    const addon = way === "envd's addon" ? join(envdArtifactDir(), "inotify.node") : undefined;
+    test("the way in use is the one asked for", () => {
+      if (addon) assert.equal(loadSpawnAddon(addon), undefined);
+      assert.equal(nativeSpawnLoaded(), !!addon);
+    });
+    tests(addon);
+  });
+}
+
+function tests(addon: string | undefined): void {
 
 test("a tool gets its input on stdin and its output, stderr and exit code come back", async () => {
   const r = await execTool("sh", ["-c", "cat; echo err >&2; exit 3"], { input: "line one\nline two\n" });
@@ -44,10 +61,13 @@ test("with descriptors, output goes to them and the run ends at the tool's exit 
 
 test("a process whose tools have all ended exits: the runner's threads do not hold it", () => {
   const script = `
-    import { execTool } from ${JSON.stringify(EXEC_MODULE)};
+    import { execTool } from ${JSON.stringify(join(HOST, "exec.js"))};
+    import { loadSpawnAddon } from ${JSON.stringify(join(HOST, "native-spawn.js"))};
+    ${addon ? `if (loadSpawnAddon(${JSON.stringify(addon)})) process.exit(9);` : ""}
     await execTool("true", []);
     await execTool("no-such-tool-here", []).catch(() => undefined);`;
   const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 20_000 });
   assert.equal(r.signal, null, "it ended by itself, not by the test's timeout");
   assert.equal(r.status, 0, r.stderr);
 });
+}
