@@ -1,7 +1,7 @@
 import type { Logger } from "../log.js";
 import type { WarmPoolStats } from "../pool/warm-pool.js";
 import type { Store } from "../store/store.js";
-import { createEnvdPoller, type EnvdPoller } from "./envd-poller.js";
+import { createEnvdPoller, type EnvdPoller, type RowsSource } from "./envd-poller.js";
 import { createTeamSampler, type Clock, type TeamSampler } from "./team-sampler.js";
 
 /** Everything metrics: the team sampler, the envd poller, and what the API needs to answer queries. */
@@ -15,6 +15,8 @@ export interface Metrics {
   startedAt: number;
   /** The warm pool's figures (set once the sandbox service exists). */
   warmPool: () => WarmPoolStats;
+  /** Every sandbox row as the poller reads it each round (set to the lifecycle's in-memory mirror once the sandbox service exists). */
+  rows: RowsSource;
   start(): void;
   stop(): void;
 }
@@ -23,14 +25,15 @@ export interface Metrics {
 export function createMetrics(opts: { store: Store; log: Logger; retentionS: number; clock?: Clock }): Metrics {
   const clock = opts.clock ?? Date.now;
   const sampler = createTeamSampler({ store: opts.store, log: opts.log, retentionS: opts.retentionS, clock });
-  const poller = createEnvdPoller({ store: opts.store, log: opts.log, clock });
-  return {
+  const poller = createEnvdPoller({ store: opts.store, log: opts.log, clock, rows: () => metrics.rows() });
+  const metrics: Metrics = {
     sampler,
     poller,
     retentionS: opts.retentionS,
     clock,
     startedAt: clock(),
     warmPool: () => ({ ready: [], claimed: 0, missed: 0 }),
+    rows: () => opts.store.sandboxes.all(),
     start() {
       sampler.start();
       poller.start();
@@ -40,4 +43,5 @@ export function createMetrics(opts: { store: Store; log: Logger; retentionS: num
       poller.stop();
     },
   };
+  return metrics;
 }
