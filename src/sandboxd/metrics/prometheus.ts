@@ -27,6 +27,8 @@ export function prometheusText(metrics: Metrics, teamID: string): string {
   metric("sandboxd_process_cpu_seconds_total", "counter", "CPU time sandboxd has used (user + system)", [[{}, (cpu.user + cpu.system) / 1e6]]);
   metric("sandboxd_process_resident_memory_bytes", "gauge", "sandboxd's resident set size", [[{}, mem.rss]]);
   metric("sandboxd_process_heap_used_bytes", "gauge", "V8 heap in use by sandboxd's JavaScript objects", [[{}, mem.heapUsed]]);
+  const live = metrics.heap();
+  metric("sandboxd_process_heap_live_bytes", "gauge", "V8 heap in use right after sandboxd's last full garbage collection (what it keeps)", live === undefined ? [] : [[{}, live]]);
   metric("sandboxd_process_heap_total_bytes", "gauge", "V8 heap sandboxd has reserved", [[{}, mem.heapTotal]]);
   metric("sandboxd_process_external_memory_bytes", "gauge", "Memory outside the V8 heap held by JavaScript objects (buffers, native handles)", [[{}, mem.external]]);
   metric("sandboxd_envd_polls_total", "counter", "envd /metrics requests sent by the poller", [[{}, poll.requests]]);

@@ -1,6 +1,7 @@
 import type { Logger } from "../log.js";
 import type { WarmPoolStats } from "../pool/warm-pool.js";
 import type { Store } from "../store/store.js";
+import { watchHeap, type HeapWatch } from "./heap.js";
 import { createEnvdPoller, type EnvdPoller, type RowsSource } from "./envd-poller.js";
 import { createTeamSampler, type Clock, type TeamSampler } from "./team-sampler.js";
 
@@ -8,6 +9,8 @@ import { createTeamSampler, type Clock, type TeamSampler } from "./team-sampler.
 export interface Metrics {
   sampler: TeamSampler;
   poller: EnvdPoller;
+  /** sandboxd's heap in use after its last full collection (watched once started). */
+  heap: () => number | undefined;
   /** How long samples are kept, seconds. */
   retentionS: number;
   clock: Clock;
@@ -26,9 +29,11 @@ export function createMetrics(opts: { store: Store; log: Logger; retentionS: num
   const clock = opts.clock ?? Date.now;
   const sampler = createTeamSampler({ store: opts.store, log: opts.log, retentionS: opts.retentionS, clock });
   const poller = createEnvdPoller({ store: opts.store, log: opts.log, clock, rows: () => metrics.rows() });
+  let heap: HeapWatch | undefined;
   const metrics: Metrics = {
     sampler,
     poller,
+    heap: () => heap?.live(),
     retentionS: opts.retentionS,
     clock,
     startedAt: clock(),
@@ -37,10 +42,13 @@ export function createMetrics(opts: { store: Store; log: Logger; retentionS: num
     start() {
       sampler.start();
       poller.start();
+      heap ??= watchHeap();
     },
     stop() {
       sampler.stop();
       poller.stop();
+      heap?.stop();
+      heap = undefined;
     },
   };
   return metrics;
