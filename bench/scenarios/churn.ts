@@ -35,6 +35,8 @@ for (let i = 0; i < n; i++) {
 console.log(JSON.stringify(failed));
 `;
 
+/** The warm pool's size (sandboxd's default). */
+const POOL = 2;
 /** How long sandboxd is left alone before the last reading. */
 const IDLE_MS = 60_000;
 /** Readings taken a second apart at each point; the lowest heap of them is kept (a collection may be due). */
@@ -81,12 +83,13 @@ async function churn(s: Sandboxd, n: number): Promise<void> {
 /** Scenario 18: RSS and heap of sandboxd before, after N rounds of churn, and after a minute idle. */
 export const churnFootprint: Scenario = {
   id: ID,
-  title: "sandboxd: its RSS and V8 heap under churn (SDK create → commands.run('true') → kill, one at a time) and after a minute idle",
+  title: "sandboxd: its RSS and V8 heap under churn (SDK create → commands.run('true') → kill, one at a time, warm pool of 2) and after a minute idle",
   async run(ctx: BenchContext): Promise<Row[]> {
     needSandboxes(ctx);
     const n = ctx.quick ? 20 : 1000;
     const warmup = ctx.quick ? 3 : 20;
-    const s = await startSandboxd();
+    // sandboxd's default warm pool: claims and refills are part of what a churning service does
+    const s = await startSandboxd({ args: ["--warm-pool", String(POOL)] });
     try {
       const start = await footprint(s);
       // The first rounds load code, fill SQLite's page cache and open the first TLS sessions: the level is taken after them.
@@ -112,7 +115,7 @@ export const churnFootprint: Scenario = {
       const base = `after ${rounds} warm-up rounds`;
       const per = (x: number, y: number) => `${(((x - y) * 1024) / n).toFixed(1)} KiB a round`;
       return [
-        single(ID, "sandboxd RSS at start (just ready, before any create)", start.rss, "MiB"),
+        single(ID, "sandboxd RSS at start (ready, no create yet)", start.rss, "MiB"),
         compared({ scenario: ID, metric: `sandboxd RSS right after ${n} rounds`, value: after.rss, unit: "MiB", baseline: before.rss, baselineLabel: base, note: `${per(after.rss, before.rss)}; ${roundMs.toFixed(0)} ms a round` }),
         compared({
           scenario: ID, metric: `sandboxd RSS after ${n} rounds and a minute idle`, value: idle.rss, unit: "MiB", baseline: before.rss, baselineLabel: base,
