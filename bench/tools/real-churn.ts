@@ -22,11 +22,11 @@ function rss(pid: number): string {
   return `RSS ${kb("VmRSS")} (anon ${kb("RssAnon")}, file ${kb("RssFile")})`;
 }
 
-/** Heap in use, heap reserved and external memory as sandboxd's /metrics reports them, MiB. */
+/** Heap in use, heap reserved, live heap (after the last full collection) and external memory as sandboxd's /metrics reports them, MiB. */
 async function heap(s: Sandboxd): Promise<string> {
   const res = await call(s.port, readFileSync(s.caFile), "api.e2b.localhost", "/metrics", { headers: { "x-api-key": s.apiKey } });
   const g = (n: string) => (Number(new RegExp(`^sandboxd_process_${n}_bytes (\\S+)$`, "m").exec(res.body)?.[1]) / 2 ** 20).toFixed(1);
-  return `heap ${g("heap_used")}/${g("heap_total")}, external ${g("external_memory")}`;
+  return `heap ${g("heap_used")}/${g("heap_total")}, live ${g("heap_live")}, external ${g("external_memory")}`;
 }
 
 const s = await startSandboxd({ env: snapshots ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dir}` } : {} });
