@@ -26,7 +26,9 @@ function rss(pid: number): string {
 async function heap(s: Sandboxd): Promise<string> {
   const res = await call(s.port, readFileSync(s.caFile), "api.e2b.localhost", "/metrics", { headers: { "x-api-key": s.apiKey } });
   const g = (n: string) => (Number(new RegExp(`^sandboxd_process_${n}_bytes (\\S+)$`, "m").exec(res.body)?.[1]) / 2 ** 20).toFixed(1);
-  return `heap ${g("heap_used")}/${g("heap_total")}, live ${g("heap_live")}, external ${g("external_memory")}`;
+  const spaces = [...res.body.matchAll(/^sandboxd_process_heap_space_size_bytes\{space="(\w+)_space"\} (\S+)$/gm)].filter((m) => Number(m[2]) >= 2 ** 20);
+  const bySpace = spaces.map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`).join(", ");
+  return `heap ${g("heap_used")}/${g("heap_total")} (${bySpace}), live ${g("heap_live")}, external ${g("external_memory")}`;
 }
 
 const s = await startSandboxd({ env: snapshots ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dir}` } : {} });

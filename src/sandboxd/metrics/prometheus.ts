@@ -1,3 +1,4 @@
+import { getHeapSpaceStatistics } from "node:v8";
 import type { Metrics } from "./service.js";
 
 /** A label value escaped as the text exposition format wants (backslash, quote, newline). */
@@ -30,6 +31,7 @@ export function prometheusText(metrics: Metrics, teamID: string): string {
   const live = metrics.heap();
   metric("sandboxd_process_heap_live_bytes", "gauge", "V8 heap in use right after sandboxd's last full garbage collection (what it keeps)", live === undefined ? [] : [[{}, live]]);
   metric("sandboxd_process_heap_total_bytes", "gauge", "V8 heap sandboxd has reserved", [[{}, mem.heapTotal]]);
+  metric("sandboxd_process_heap_space_size_bytes", "gauge", "V8 heap reserved, by space (where a grown heap is)", getHeapSpaceStatistics().map((sp) => [{ space: sp.space_name }, sp.space_size]));
   metric("sandboxd_process_external_memory_bytes", "gauge", "Memory outside the V8 heap held by JavaScript objects (buffers, native handles)", [[{}, mem.external]]);
   metric("sandboxd_envd_polls_total", "counter", "envd /metrics requests sent by the poller", [[{}, poll.requests]]);
   metric("sandboxd_envd_poll_failures_total", "counter", "envd /metrics requests that failed or timed out", [[{}, poll.failures]]);

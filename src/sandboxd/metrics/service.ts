@@ -5,7 +5,7 @@ import { watchHeap, type HeapWatch } from "./heap.js";
 import { createEnvdPoller, type EnvdPoller, type RowsSource } from "./envd-poller.js";
 import { createTeamSampler, type Clock, type TeamSampler } from "./team-sampler.js";
 
-/** Everything metrics: the team sampler, the envd poller, and what the API needs to answer queries. */
+/** Everything metrics: the team sampler, the envd poller, the live-heap watch, and what the API needs to answer queries. */
 export interface Metrics {
   sampler: TeamSampler;
   poller: EnvdPoller;
