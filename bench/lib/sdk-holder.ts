@@ -77,23 +77,26 @@ export function startHolder(env: Record<string, string>): SdkHolder {
   });
   let out = "";
   let err = "";
-  const waiting: ((a: HolderAnswer) => void)[] = [];
+  const waiting: { resolve(a: HolderAnswer): void; reject(e: Error): void }[] = [];
   child.stderr!.on("data", (c: Buffer) => (err = (err + c).slice(-4000)));
   child.stdout!.on("data", (c: Buffer) => {
     out += c;
     for (let i; (i = out.indexOf("\n")) >= 0; ) {
       const line = out.slice(0, i);
       out = out.slice(i + 1);
-      waiting.shift()?.(JSON.parse(line) as HolderAnswer);
+      waiting.shift()?.resolve(JSON.parse(line) as HolderAnswer);
     }
   });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // one exit listener for every step still waiting (not one per step: a long run would pile them up)
+  const exited = new Promise<void>((resolve) => child.once("exit", () => {
+    for (const w of waiting.splice(0)) w.reject(new Error(`the SDK holder exited: ${err}`));
+    resolve();
+  }));
   return {
     step(line) {
       return new Promise((resolve, reject) => {
         if (child.exitCode !== null) return reject(new Error(`the SDK holder has exited: ${err}`));
-        waiting.push(resolve);
-        child.once("exit", () => reject(new Error(`the SDK holder exited: ${err}`)));
+        waiting.push({ resolve, reject });
         child.stdin!.write(line + "\n");
       });
     },

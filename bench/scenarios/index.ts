@@ -1,6 +1,7 @@
 import type { Scenario } from "../lib/types.js";
 import { apiScale } from "./api-scale.js";
 import { backpressure } from "./backpressure.js";
+import { churnFootprint } from "./churn.js";
 import { density } from "./density.js";
 import { egressPolicy } from "./egress-policy.js";
 import { footprint } from "./footprint.js";
@@ -18,4 +19,4 @@ import { transfer } from "./transfer.js";
 import { watching } from "./watching.js";
 
 /** Every scenario, in the order they were added. */
-export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull, snapshots, apiScale];
+export const scenarios: Scenario[] = [roundtrip, throughput, transfer, listing, watching, footprint, load, backpressure, sdkDownload, sandboxCreate, egressPolicy, templateBuild, density, sandboxPaths, imagePull, snapshots, apiScale, churnFootprint];

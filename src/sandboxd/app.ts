@@ -163,6 +163,8 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
       maxSnapshots: config.teamMaxSnapshots,
     });
     metrics.warmPool = () => service!.pool.stats();
+    const rows = service.rows;
+    metrics.rows = () => rows.all();
     await service.reconcile();
     sweepStrangers(config.dataDir, (name) => SANDBOX_ID.test(name), log);
     templates = createTemplateService({

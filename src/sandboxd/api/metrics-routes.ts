@@ -97,7 +97,7 @@ export const METRICS_ROUTES: Route[] = [
     method: "GET",
     path: /^\/metrics$/,
     handle(c) {
-      const text = prometheusText(c.store, need(c), c.teamID);
+      const text = prometheusText(need(c), c.teamID);
       c.res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": String(Buffer.byteLength(text)), "cache-control": "no-store" });
       c.res.end(text);
     },

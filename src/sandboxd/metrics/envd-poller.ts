@@ -51,9 +51,17 @@ function toSample(m: Record<string, unknown>, ts: number): SandboxSample {
   };
 }
 
-/** The poller; a sandbox whose envd stops answering is marked down (and logged once), never waited on. */
-export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Clock; envd?: EnvdConnector }): EnvdPoller {
+/** Every sandbox row, as the poller reads them each round (do not mutate). */
+export type RowsSource = () => readonly Readonly<SandboxRow>[];
+
+/**
+ * The poller; a sandbox whose envd stops answering is marked down (and logged once), never waited
+ * on. `rows` is where each round finds the running sandboxes: the lifecycle's in-memory mirror of
+ * the store once there is one (no row is read from SQLite or parsed per round), the store otherwise.
+ */
+export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Clock; envd?: EnvdConnector; rows?: RowsSource }): EnvdPoller {
   const { store, log } = opts;
+  const rowsOf = opts.rows ?? (() => store.sandboxes.all());
   const connect = opts.envd ?? connectEnvd;
   const clock = opts.clock ?? Date.now;
   const targets = new Map<string, Target>();
@@ -61,9 +69,9 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
   let timer: NodeJS.Timeout | undefined;
   let secret: string | undefined;
 
-  const tokenOf = (row: SandboxRow) => (row.secure ? envdAccessToken((secret ??= installSecret(store)), row.id) : undefined);
+  const tokenOf = (row: Readonly<SandboxRow>) => (row.secure ? envdAccessToken((secret ??= installSecret(store)), row.id) : undefined);
 
-  const pollOne = async (row: SandboxRow, t: Target) => {
+  const pollOne = async (row: Readonly<SandboxRow>, t: Target) => {
     t.inflight = true;
     counters.requests++;
     try {
@@ -85,7 +93,7 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
   const poller: EnvdPoller = {
     async poll() {
       counters.rounds++;
-      const rows = store.sandboxes.all().filter((r) => r.state === "running" && r.ip);
+      const rows = rowsOf().filter((r) => r.state === "running" && r.ip);
       const live = new Set(rows.map((r) => r.id));
       for (const [id, t] of targets) {
         if (live.has(id)) continue;

@@ -1,4 +1,4 @@
-import type { Store } from "../store/store.js";
+import { getHeapSpaceStatistics } from "node:v8";
 import type { Metrics } from "./service.js";
 
 /** A label value escaped as the text exposition format wants (backslash, quote, newline). */
@@ -9,9 +9,9 @@ function label(v: string): string {
 /**
  * Prometheus text (format 0.0.4) for one team: sandboxd's own health (process-wide) and the
  * team's figures: live sandboxes, sandboxes started, and each running sandbox's latest envd
- * reading and whether envd answers.
+ * reading and whether envd answers (the rows from memory: a scrape reads nothing from the store).
  */
-export function prometheusText(store: Store, metrics: Metrics, teamID: string): string {
+export function prometheusText(metrics: Metrics, teamID: string): string {
   const out: string[] = [];
   const metric = (name: string, type: string, help: string, rows: [Record<string, string>, number][]) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -27,13 +27,19 @@ export function prometheusText(store: Store, metrics: Metrics, teamID: string): 
   metric("sandboxd_start_time_seconds", "gauge", "When this sandboxd process started (unix seconds)", [[{}, Math.floor(metrics.startedAt / 1000)]]);
   metric("sandboxd_process_cpu_seconds_total", "counter", "CPU time sandboxd has used (user + system)", [[{}, (cpu.user + cpu.system) / 1e6]]);
   metric("sandboxd_process_resident_memory_bytes", "gauge", "sandboxd's resident set size", [[{}, mem.rss]]);
+  metric("sandboxd_process_heap_used_bytes", "gauge", "V8 heap in use by sandboxd's JavaScript objects", [[{}, mem.heapUsed]]);
+  const live = metrics.heap();
+  metric("sandboxd_process_heap_live_bytes", "gauge", "V8 heap in use right after sandboxd's last full garbage collection (what it keeps)", live === undefined ? [] : [[{}, live]]);
+  metric("sandboxd_process_heap_total_bytes", "gauge", "V8 heap sandboxd has reserved", [[{}, mem.heapTotal]]);
+  metric("sandboxd_process_heap_space_size_bytes", "gauge", "V8 heap reserved, by space (where a grown heap is)", getHeapSpaceStatistics().map((sp) => [{ space: sp.space_name }, sp.space_size]));
+  metric("sandboxd_process_external_memory_bytes", "gauge", "Memory outside the V8 heap held by JavaScript objects (buffers, native handles)", [[{}, mem.external]]);
   metric("sandboxd_envd_polls_total", "counter", "envd /metrics requests sent by the poller", [[{}, poll.requests]]);
   metric("sandboxd_envd_poll_failures_total", "counter", "envd /metrics requests that failed or timed out", [[{}, poll.failures]]);
   const pool = metrics.warmPool();
   metric("sandboxd_warm_pool_ready", "gauge", "Started sandboxes waiting in the warm pool, by template", pool.ready.map((r) => [{ template_id: r.templateID }, r.count]));
   metric("sandboxd_creates_total", "counter", "Creates since sandboxd started, by whether a pooled sandbox was claimed", [[{ from: "pool" }, pool.claimed], [{ from: "cold" }, pool.missed]]);
 
-  const rows = store.sandboxes.listByTeam(teamID);
+  const rows = metrics.rows().filter((r) => r.teamID === teamID);
   const team = { team_id: teamID };
   metric("sandboxd_team_sandboxes", "gauge", "The team's sandboxes by state", (["running", "paused"] as const).map((s) => [{ ...team, state: s }, rows.filter((r) => r.state === s).length]));
   metric("sandboxd_team_sandboxes_started_total", "counter", "Sandboxes the team started since sandboxd started", [[team, metrics.sampler.startedTotals().get(teamID) ?? 0]]);

@@ -13,7 +13,7 @@ import { guarded, resetCode, startAnswer } from "./relay.js";
  * killed sandbox's address is reused by the next one).
  */
 export class H2cPool {
-  private readonly sessions = new Map<string, ClientHttp2Session>();
+  private readonly sessions = new Map<string, { session: ClientHttp2Session; idle: NodeJS.Timeout }>();
 
   constructor(private readonly limits: ProxyLimits) {}
 
@@ -22,7 +22,10 @@ export class H2cPool {
     const { ip, port } = up;
     const key = `${up.sandboxID}@${ip}:${port}${up.tls ? "/tls" : ""}`;
     const known = this.sessions.get(key);
-    if (known && !known.closed && !known.destroyed) return known;
+    if (known && !known.session.closed && !known.session.destroyed) {
+      known.idle.refresh();
+      return known.session;
+    }
     const createConn = up.tls
       ? () => {
           const socket = tlsConnect({ host: ip, port, ALPNProtocols: ["h2"], rejectUnauthorized: false, ...(up.servername ? { servername: up.servername } : {}) });
@@ -31,20 +34,25 @@ export class H2cPool {
         }
       : () => createConnection({ host: ip, port, noDelay: true });
     const session = connect(`${up.tls ? "https" : "http"}://${ip}:${port}`, { settings: { enablePush: false }, createConnection: createConn });
-    this.sessions.set(key, session);
+    // A session given no request this long is closed gracefully (its streams finish). Not the
+    // session's own setTimeout: Node keeps that armed after the session closes, holding the closed
+    // session, its socket and nghttp2's memory for the whole period after every killed sandbox.
+    const idle = setTimeout(() => session.close(), this.limits.idleTimeoutMs);
+    idle.unref();
+    this.sessions.set(key, { session, idle });
     const forget = () => {
-      if (this.sessions.get(key) === session) this.sessions.delete(key);
+      if (this.sessions.get(key)?.session === session) this.sessions.delete(key);
     };
     const timer = setTimeout(() => session.destroy(timeoutError("connect")), this.limits.connectTimeoutMs);
     session.once("connect", () => clearTimeout(timer));
     session.once("close", () => {
       clearTimeout(timer);
+      clearTimeout(idle);
       forget();
     });
     session.once("goaway", forget);
     // Errors reach the streams that were using the session; the session itself only has to go.
     session.on("error", forget);
-    session.setTimeout(this.limits.idleTimeoutMs, () => session.close());
     return session;
   }
 
@@ -53,13 +61,18 @@ export class H2cPool {
     for (const [key, s] of this.sessions) {
       if (routed(key.slice(0, key.indexOf("@")))) continue;
       this.sessions.delete(key);
-      s.destroy();
+      s.session.destroy();
     }
+  }
+
+  /** Sessions held now. */
+  size(): number {
+    return this.sessions.size;
   }
 
   /** Closes every session (streams in flight are cut). */
   close(): void {
-    for (const s of this.sessions.values()) s.destroy();
+    for (const s of this.sessions.values()) s.session.destroy();
     this.sessions.clear();
   }
 }

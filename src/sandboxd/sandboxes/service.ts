@@ -6,7 +6,7 @@ import type { EgressPolicy } from "../network/policy.js";
 import type { WarmPool } from "../pool/warm-pool.js";
 import { createSandbox } from "./create.js";
 import { evictExpired } from "./evict.js";
-import type { SandboxIndex } from "./index.js";
+import type { RowMirror, SandboxIndex } from "./index.js";
 import type { CreateInput, ListQuery, NetworkUpdate } from "./inputs.js";
 import { Lifecycle, type LifecycleOptions } from "./lifecycle.js";
 import { reapplyEgress, updateNetwork } from "./network.js";
@@ -26,6 +26,8 @@ export const DEFAULT_RECONCILE_MS = 2000;
 /** The sandbox lifecycle: every operation of the control API on sandboxes, for a team. */
 export interface SandboxService {
   index: SandboxIndex;
+  /** The store's sandbox rows held in memory (every write of the lifecycle keeps it in step): for readers of every row. */
+  rows: RowMirror;
   /** Brings the store, the index and the runtime into agreement at start-up, undoing what a crash cut short. */
   reconcile(): Promise<void>;
   create(teamID: string, input: CreateInput): Promise<Body>;
@@ -77,6 +79,7 @@ export function createSandboxService(opts: LifecycleOptions): SandboxService {
   const l = new Lifecycle(opts);
   return {
     index: l.index,
+    rows: l.rows,
     async reconcile() {
       await reconcileAtStart(l);
       await reapplyEgress(l);

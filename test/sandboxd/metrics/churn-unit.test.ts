@@ -35,7 +35,7 @@ describe("created-then-killed sandboxes leave nothing keyed by their ID in sandb
 
   test("rounds of create, list, metrics poll and kill: the index, the lists, the egress map and the poller's targets end empty", async () => {
     const envd = fakeEnvd();
-    const poller = createEnvdPoller({ store, log, envd: envd.connect });
+    const poller = createEnvdPoller({ store, log, envd: envd.connect, rows: () => svc.rows.all() });
     const seen: { id: string; ip: string }[] = [];
     for (let round = 0; round < 20; round++) {
       const batch = [];
@@ -51,6 +51,8 @@ describe("created-then-killed sandboxes leave nothing keyed by their ID in sandb
       await poller.poll();
     }
     assert.equal(svc.index.size(), 0, "the proxy's index");
+    assert.equal(svc.rows.size(), 0, "the in-memory rows the lists and the poller read");
+    assert.equal(poller.stats().rounds, 40);
     assert.deepEqual(svc.listV1(TEAM, []), []);
     assert.deepEqual(svc.listV2(TEAM, { states: ["running", "paused"], metadata: [], order: "desc", limit: 100 }), { items: [], nextToken: undefined, totalRunning: 0 });
     assert.equal(store.sandboxes.all().length, 0, "the store's rows");
