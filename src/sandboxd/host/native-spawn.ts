@@ -7,7 +7,7 @@
 import { closeSync, openSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Socket } from "node:net";
-import type { SpawnRequest, SpawnResult } from "./spawner.js";
+import type { SpawnRequest, SpawnResult } from "./spawn-types.js";
 
 /** What sandboxd uses of the addon. */
 interface Addon {

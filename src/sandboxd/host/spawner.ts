@@ -7,27 +7,8 @@
  */
 import { SHARE_ENV, Worker } from "node:worker_threads";
 import { nativeSpawn, nativeSpawnLoaded } from "./native-spawn.js";
+import type { SpawnRequest, SpawnResult } from "./spawn-types.js";
 
-/** One tool to run in a worker. */
-export interface SpawnRequest {
-  cmd: string;
-  args: string[];
-  cwd?: string;
-  /** Written to the tool's stdin, then closed (with `fds`, stdin is /dev/null instead). */
-  input?: string;
-  timeoutMs: number;
-  /** Lowers the tool's priority to this niceness as soon as it runs. */
-  nice?: number;
-  /** The tool's stdout and stderr go to these descriptors (kept open by the caller); the run ends at its exit. */
-  fds?: [number, number];
-}
-
-/** How a tool ended and what it printed (the last 1 MB of stdout, 64 KB of stderr). */
-export interface SpawnResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 // Plain JavaScript run with `eval`: the same source works from the bundle and from tsc's output,
 // and as a script or a module (an eval'd worker takes its type from the process's flags).
