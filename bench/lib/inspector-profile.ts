@@ -81,7 +81,7 @@ export function attribute(p: Profile, windowMs: number): Attribution {
     // a project frame owns everything it calls; a Node frame is kept only when no project frame is above it
     const above = up === undefined ? undefined : resolve(up);
     // no project frame above: the frame the event loop entered (module and function) names it
-    const entry = `${self ?? n.callFrame.url}${n.callFrame.functionName ? ` ${n.callFrame.functionName}` : ""}` || "(anonymous)";
+    const entry = [self ?? n.callFrame.url, n.callFrame.functionName].filter(Boolean).join(" ") || "(anonymous)";
     const name = self?.startsWith("src/") ? self : above?.startsWith("src/") ? above : above !== undefined && above !== "(root)" ? above : up === undefined ? "(root)" : entry;
     own.set(id, name);
     return name;
