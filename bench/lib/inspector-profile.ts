@@ -65,8 +65,12 @@ function ownerOf(f: CallFrame, maps: Map<string, SourceMap | null>): string | un
   return undefined;
 }
 
-/** Attributes a profile's samples to owners: per owner, ms of CPU per second of the window. */
-export function attribute(p: Profile, windowMs: number): Attribution {
+/**
+ * Attributes a profile's samples to owners: per owner, ms of CPU per second of the window. A
+ * sample's time since the one before is capped at two sampling intervals: a longer gap is the
+ * thread waiting for a core (no sample is taken while it does not run), not running its code.
+ */
+export function attribute(p: Profile, windowMs: number, intervalUs = 500): Attribution {
   const maps = new Map<string, SourceMap | null>();
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -90,7 +94,7 @@ export function attribute(p: Profile, windowMs: number): Attribution {
   for (let i = 0; i < p.samples.length; i++) {
     const name = resolve(p.samples[i]);
     if (name === "(idle)") continue;
-    out.set(name, (out.get(name) ?? 0) + p.timeDeltas[i] / 1000);
+    out.set(name, (out.get(name) ?? 0) + Math.min(p.timeDeltas[i], 2 * intervalUs) / 1000);
   }
   for (const [k, v] of out) out.set(k, v / (windowMs / 1000));
   return out;
@@ -131,7 +135,7 @@ export async function connectProfiler(url: string, intervalUs = 500): Promise<In
       await new Promise((r) => setTimeout(r, ms));
       const { profile } = (await call("Profiler.stop")) as { profile: Profile };
       if (save) writeFileSync(save, JSON.stringify(profile));
-      return attribute(profile, ms);
+      return attribute(profile, ms, intervalUs);
     },
     close: () => ws.close(),
   };
