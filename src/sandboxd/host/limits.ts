@@ -137,7 +137,7 @@ export function hostLimits(read: Read = readText, inotifyInUse = () => rootInoti
   const inotify = sys("fs.inotify.max_user_instances");
   return [
     ...limit("fs.inotify.max_user_instances", inotify, inotify === undefined ? 0 : inotifyInUse(), 1,
-      "an idle sandbox holds no inotify instance, but each that watches files (the SDK's watchDir, a dev server's watcher) takes one or more (envd up to 16), and every sandbox's count against root's, who owns their user namespaces, beside root's own", "sandboxes watching files"),
+      "an idle sandbox holds no inotify instance, but each that watches files (the SDK's watchDir, a dev server's watcher) takes one or more (envd up to 16), and the kernel charges every sandbox's instances to root, the owner of their user namespaces, together with root's own", "sandboxes watching files"),
     ...limit("kernel.pid_max", sys("kernel.pid_max"), tasks, 10, "an idle sandbox runs 9 tasks (its init, a shell, envd's 7 threads), more with its commands"),
     ...limit("kernel.threads-max", sys("kernel.threads-max"), tasks, 10, "an idle sandbox runs 9 tasks, more with its commands"),
     ...limit("user.max_user_namespaces", sys("user.max_user_namespaces"), 0, 1, "each sandbox is a user namespace of its own, counted against root, who makes it"),
