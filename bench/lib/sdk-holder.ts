@@ -77,7 +77,11 @@ export function startHolder(env: Record<string, string>): SdkHolder {
   });
   // a run told to end (or ending) stops the holder at once: left alone it would go on creating
   // sandboxes while the run sweeps them
-  const stop = () => void child.kill("SIGKILL");
+  const stop = (sig?: unknown) => {
+    child.kill("SIGKILL");
+    // no one else handles the signal: end as it would have without this listener
+    if ((sig === "SIGINT" || sig === "SIGTERM") && process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+  };
   for (const sig of ["SIGINT", "SIGTERM", "exit"] as const) process.once(sig, stop);
   let out = "";
   let err = "";
