@@ -75,6 +75,14 @@ export function startHolder(env: Record<string, string>): SdkHolder {
     env: { ...process.env, ...env, E2B_DEBUG: "", E2B_API_URL: "", E2B_SANDBOX_URL: "" },
     stdio: ["pipe", "pipe", "pipe"],
   });
+  // a run told to end (or ending) stops the holder at once: left alone it would go on creating
+  // sandboxes while the run sweeps them
+  const stop = (sig?: unknown) => {
+    child.kill("SIGKILL");
+    // no one else handles the signal: end as it would have without this listener
+    if ((sig === "SIGINT" || sig === "SIGTERM") && process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+  };
+  for (const sig of ["SIGINT", "SIGTERM", "exit"] as const) process.once(sig, stop);
   let out = "";
   let err = "";
   const waiting: { resolve(a: HolderAnswer): void; reject(e: Error): void }[] = [];
@@ -103,6 +111,7 @@ export function startHolder(env: Record<string, string>): SdkHolder {
     async close() {
       child.stdin!.end();
       await exited;
+      for (const sig of ["SIGINT", "SIGTERM", "exit"] as const) process.off(sig, stop);
     },
   };
 }

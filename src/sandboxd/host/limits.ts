@@ -1,13 +1,19 @@
 /**
- * The host's kernel and process limits that cap how many sandboxes can run at once, read (never
- * changed: the host's sysctls are its administrator's), each turned into the count of idle
- * sandboxes it leaves room for; `serve` warns, one line each, about those below what memory
- * allows. The one limit sandboxd sets is its own: its open-files soft limit is raised to the hard.
+ * The host's kernel and process limits that cap how many sandboxes can run at once, or how many
+ * of them can do one thing at once (watch files), read (never changed: the host's sysctls are its
+ * administrator's), each turned into the count of sandboxes it leaves room for; `serve` warns,
+ * one line each, about those below what memory allows. The one limit sandboxd sets is its own:
+ * its open-files soft limit is raised to the hard.
+ *
+ * Not listed, because it does not bind: `net.ipv4.neigh.default.gc_thresh3`. Each sandbox adds
+ * two neighbour entries (the host's end and its own), both permanent, and the kernel (since 4.19)
+ * counts only entries it may collect against gc_thresh3 (test/sandboxd/host/limits-neigh).
  */
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import type { Logger } from "../log.js";
 import { memoryAvailableAboveFloorMB } from "./floors.js";
+import { MAPPED_RANGE, MAPPED_ROOT } from "./idmap.js";
 
 /** What an idle sandbox costs the host's memory, MiB (bench 13 measures it). */
 export const IDLE_SANDBOX_MIB = 16;
@@ -16,6 +22,8 @@ export const IDLE_SANDBOX_MIB = 16;
 export interface HostLimit {
   /** The sysctl or limit's name, as an administrator sets it (e.g. `fs.inotify.max_user_instances`). */
   name: string;
+  /** What it caps: sandboxes running at all, or only those doing what `why` names at the same time. */
+  caps: "sandboxes" | "sandboxes watching files";
   value: number;
   /** Already taken now (by the host and sandboxes running), when the kernel tells. */
   used: number;
@@ -37,9 +45,38 @@ const readText: Read = (path) => {
   }
 };
 
-function limit(name: string, value: number | undefined, used: number, perSandbox: number, why: string): HostLimit[] {
+function limit(name: string, value: number | undefined, used: number, perSandbox: number, why: string, caps: HostLimit["caps"] = "sandboxes"): HostLimit[] {
   if (value === undefined || !Number.isFinite(value)) return [];
-  return [{ name, value, used, perSandbox, why, capsAt: Math.max(0, Math.floor((value - used) / perSandbox)) }];
+  return [{ name, caps, value, used, perSandbox, why, capsAt: Math.max(0, Math.floor((value - used) / perSandbox)) }];
+}
+
+/**
+ * inotify instances open now in processes charged to host root: root's own and the sandboxes'
+ * (their uids are the mapped range; their user namespaces are owned by root, who made them).
+ */
+export function rootInotifyInstances(mapped: { base: number; count: number }): number {
+  let n = 0;
+  for (const pid of safeReaddir("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    const uid = Number(/^Uid:\s+(\d+)/m.exec(readText(`/proc/${pid}/status`) ?? "")?.[1] ?? NaN);
+    if (uid !== 0 && !(uid >= mapped.base && uid < mapped.base + mapped.count)) continue;
+    for (const fd of safeReaddir(`/proc/${pid}/fd`)) {
+      try {
+        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === "anon_inode:inotify") n++;
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return n;
+}
+
+function safeReaddir(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }
 
 const num = (text: string | undefined): number | undefined => (text === undefined || text.trim() === "" ? undefined : Number(text.trim().split(/\s+/)[0]));
@@ -88,21 +125,25 @@ function loopLimit(read: Read): HostLimit[] {
   return limit("max_loop (kernel command line)", Number(m[1]), used, 1, "each sandbox's disk is a loop device");
 }
 
-/** Every limit this host has that sandboxes draw on, as read now. */
-export function hostLimits(read: Read = readText): HostLimit[] {
+/**
+ * Every limit this host has that sandboxes draw on, as read now. `inotifyInUse` counts the
+ * inotify instances already charged to root (a walk of /proc; tests pass their own).
+ */
+export function hostLimits(read: Read = readText, inotifyInUse = () => rootInotifyInstances({ base: MAPPED_ROOT, count: MAPPED_RANGE })): HostLimit[] {
   const sys = (name: string) => num(read(`/proc/sys/${name.replace(/\./g, "/")}`));
   const tasks = Number(/^\S+ \S+ \S+ \d+\/(\d+)/.exec(read("/proc/loadavg") ?? "")?.[1] ?? 0);
-  const arp = Math.max(0, (read("/proc/net/arp") ?? "").trim().split("\n").length - 1);
   const files = openFiles(read);
   const fileNr = num(read("/proc/sys/fs/file-nr")) ?? 0;
+  const inotify = sys("fs.inotify.max_user_instances");
   return [
-    ...limit("fs.inotify.max_user_instances", sys("fs.inotify.max_user_instances"), 0, 1, "every sandbox runs as one host uid, and each that watches files (the SDK's watchDir, a dev server) takes an inotify instance or more"),
-    ...limit("kernel.pid_max", sys("kernel.pid_max"), tasks, 10, "an idle sandbox runs 9 tasks (envd's threads, its init)"),
-    ...limit("kernel.threads-max", sys("kernel.threads-max"), tasks, 10, "an idle sandbox runs 9 tasks"),
+    ...limit("fs.inotify.max_user_instances", inotify, inotify === undefined ? 0 : inotifyInUse(), 1,
+      "an idle sandbox holds no inotify instance, but each that watches files (the SDK's watchDir, a dev server's watcher) takes one or more (envd up to 16), and the kernel charges every sandbox's instances to root, the owner of their user namespaces, together with root's own", "sandboxes watching files"),
+    ...limit("kernel.pid_max", sys("kernel.pid_max"), tasks, 10, "an idle sandbox runs 9 tasks (its init, a shell, envd's 7 threads), more with its commands"),
+    ...limit("kernel.threads-max", sys("kernel.threads-max"), tasks, 10, "an idle sandbox runs 9 tasks, more with its commands"),
+    ...limit("user.max_user_namespaces", sys("user.max_user_namespaces"), 0, 1, "each sandbox is a user namespace of its own, counted against root, who makes it"),
     ...limit("RLIMIT_NOFILE of sandboxd (soft)", files.soft, files.open, 4, "sandboxd holds a few descriptors per sandbox (metrics connection, proxied connections, console)"),
     ...limit("fs.file-max", sys("fs.file-max"), fileNr, 64, "a sandbox's processes and sandboxd's share for it hold open files"),
     ...limit("net.netfilter.nf_conntrack_max", sys("net.netfilter.nf_conntrack_max"), sys("net.netfilter.nf_conntrack_count") ?? 0, 32, "each sandbox's connections are tracked for its NAT and firewall"),
-    ...limit("net.ipv4.neigh.default.gc_thresh3", sys("net.ipv4.neigh.default.gc_thresh3"), arp, 1, "each sandbox's address is a neighbour entry on its host link"),
     ...loopLimit(read),
   ];
 }
@@ -116,7 +157,10 @@ export function sandboxesMemoryAllows(memoryBudgetMB: number | undefined, availa
 export function limitWarnings(limits: readonly HostLimit[], memoryAllows: number): string[] {
   return limits
     .filter((l) => l.capsAt < memoryAllows)
-    .map((l) => `host limit ${l.name} = ${l.value} (${l.used} in use) caps the sandbox budget at ${l.capsAt} sandboxes, below the ${memoryAllows} its memory allows: ${l.why} (${l.perSandbox} each); raise it to run more`);
+    .map((l) =>
+      l.caps === "sandboxes"
+        ? `host limit ${l.name} = ${l.value} (${l.used} in use) caps the sandbox budget at ${l.capsAt} sandboxes, below the ${memoryAllows} its memory allows: ${l.why} (${l.perSandbox} each); raise it to run more`
+        : `host limit ${l.name} = ${l.value} (${l.used} in use) lets at most ${l.capsAt} of the ${memoryAllows} sandboxes its memory allows watch files at once (it does not cap how many run): ${l.why}; raise it for more`);
 }
 
 /** At `serve` start: raises the open-files soft limit, then warns about every host limit that caps sandboxes below what memory allows. */
@@ -126,6 +170,6 @@ export function checkHostLimits(memoryBudgetMB: number | undefined, log: Logger)
   const limits = hostLimits();
   for (const l of limits) {
     if (l.capsAt >= allows) continue;
-    log.warn({ limit: l.name, value: l.value, inUse: l.used, capsAt: l.capsAt, memoryAllows: allows }, limitWarnings([l], allows)[0]);
+    log.warn({ limit: l.name, value: l.value, inUse: l.used, caps: l.caps, capsAt: l.capsAt, memoryAllows: allows }, limitWarnings([l], allows)[0]);
   }
 }

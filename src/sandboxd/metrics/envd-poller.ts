@@ -20,10 +20,16 @@ export interface EnvdHealth {
   error?: string;
 }
 
+/** Share of the period a timed round spreads its requests over (the rest absorbs slow answers). */
+const SPREAD_SHARE = 0.8;
+
 /** Polls every running sandbox's envd `/metrics` over one kept-alive connection per sandbox. */
 export interface EnvdPoller {
-  /** One round: a request to each running sandbox that has none in flight; resolves when all have settled. */
-  poll(): Promise<void>;
+  /**
+   * One round: a request to each running sandbox that has none in flight, started evenly over
+   * `spreadMs` (0: all at once); resolves when all have settled and their samples are written.
+   */
+  poll(spreadMs?: number): Promise<void>;
   health(sandboxID: string): EnvdHealth | undefined;
   /** The latest reading per running sandbox (in memory; the store has the history). */
   latest(sandboxID: string): SandboxSample | undefined;
@@ -67,22 +73,25 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
   const targets = new Map<string, Target>();
   const counters = { rounds: 0, requests: 0, failures: 0 };
   let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
   let secret: string | undefined;
 
   const tokenOf = (row: Readonly<SandboxRow>) => (row.secure ? envdAccessToken((secret ??= installSecret(store)), row.id) : undefined);
 
-  const pollOne = async (row: Readonly<SandboxRow>, t: Target) => {
+  const pollOne = async (row: Readonly<SandboxRow>, t: Target, written: [Readonly<SandboxRow>, SandboxSample][]) => {
     t.inflight = true;
     counters.requests++;
     try {
       const sample = toSample(await t.client.metrics(), Math.floor(clock() / 1000));
       t.latest = sample;
       if (!targets.has(row.id)) return;
-      store.sandboxMetrics.record(row.id, row.teamID, sample);
+      written.push([row, sample]);
       if (!t.health.up) log.info({ sandboxID: row.id }, "envd answers /metrics again");
       if (!t.health.up) t.health = { up: true, since: clock() };
     } catch (err) {
       counters.failures++;
+      // killed or paused since the round began (a spread round lasts seconds): not a failing envd
+      if (!rowsOf().some((r) => r.id === row.id && r.state === "running")) return;
       if (t.health.up) log.warn({ sandboxID: row.id, err: (err as Error).message }, "envd does not answer /metrics; the sandbox is marked unresponsive");
       t.health = { up: false, since: t.health.up ? clock() : t.health.since, error: (err as Error).message };
     } finally {
@@ -91,7 +100,7 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
   };
 
   const poller: EnvdPoller = {
-    async poll() {
+    async poll(spreadMs = 0) {
       counters.rounds++;
       const rows = rowsOf().filter((r) => r.state === "running" && r.ip);
       const live = new Set(rows.map((r) => r.id));
@@ -101,7 +110,12 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
         targets.delete(id);
       }
       const round: Promise<void>[] = [];
-      for (const row of rows) {
+      const written: [Readonly<SandboxRow>, SandboxSample][] = [];
+      // paced: a thousand envds woken in the same millisecond take both cores from creates and the API
+      const gap = rows.length > 1 ? spreadMs / rows.length : 0;
+      for (const [i, row] of rows.entries()) {
+        if (gap > 0 && i > 0) await new Promise((r) => setTimeout(r, gap));
+        if (stopped) break;
         const at = `${row.ip}:${row.envdPort ?? ENVD_PORT}`;
         const client = () => connect({ ip: row.ip!, port: row.envdPort ?? ENVD_PORT, accessToken: tokenOf(row) });
         let t = targets.get(row.id);
@@ -111,9 +125,14 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
           t.client.close();
           Object.assign(t, { client: client(), at });
         }
-        round.push(pollOne(row, t));
+        round.push(pollOne(row, t, written));
       }
       await Promise.all(round);
+      // one transaction per round, not one commit per sandbox
+      const kept = written.filter(([row]) => targets.has(row.id));
+      if (kept.length > 0) store.transaction(() => {
+        for (const [row, sample] of kept) store.sandboxMetrics.record(row.id, row.teamID, sample);
+      });
     },
 
     health: (id) => targets.get(id)?.health,
@@ -122,8 +141,9 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
 
     start() {
       if (timer) return;
+      stopped = false;
       timer = setInterval(() => {
-        poller.poll().catch((err: Error) => log.error({ err: err.message }, "sandbox metrics poll failed"));
+        poller.poll(POLL_EVERY_MS * SPREAD_SHARE).catch((err: Error) => log.error({ err: err.message }, "sandbox metrics poll failed"));
       }, POLL_EVERY_MS);
       timer.unref();
     },
@@ -131,6 +151,7 @@ export function createEnvdPoller(opts: { store: Store; log: Logger; clock?: Cloc
     stop() {
       if (timer) clearInterval(timer);
       timer = undefined;
+      stopped = true;
       for (const t of targets.values()) t.client.close();
       targets.clear();
     },
