@@ -15,6 +15,7 @@ import { ENVD_PORT } from "../envd-client/port.js";
 import { BACKGROUND_NICE, checkSpec, SANDBOX_ID } from "./spec.js";
 import { consolePath, consoleText, readConsoleTail } from "./console.js";
 import { RuncCli } from "./runc-cli.js";
+import { InitWatch } from "./liveness.js";
 import { teardownSandbox } from "./runc-teardown.js";
 import { diskSource, SandboxDisks } from "./runc-disk.js";
 import type { StoragePool } from "../storage/pool.js";
@@ -52,6 +53,7 @@ class RuncRuntime implements Runtime {
   private readonly cgroupParent: string;
   private readonly sandboxesDir: string;
   private readonly runc: RuncCli;
+  private readonly inits: InitWatch;
   private readonly records: RecordStore;
   private readonly network: SandboxNetwork;
   private readonly diskPool: SandboxDisks;
@@ -71,6 +73,7 @@ class RuncRuntime implements Runtime {
     mkdirSync(this.sandboxesDir, { recursive: true, mode: 0o711 });
     mkdirSync(join(this.dataDir, "runc"), { recursive: true, mode: 0o700 });
     this.runc = new RuncCli(join(this.dataDir, "runc"));
+    this.inits = new InitWatch(join(this.dataDir, "runc"));
     this.records = new RecordStore(join(this.dataDir, "runtime", "sandboxes"));
     this.network = opts.network;
     this.diskPool = new SandboxDisks(opts.storage, opts.log);
@@ -237,6 +240,7 @@ class RuncRuntime implements Runtime {
     const parts = { runc: this.runc, network: this.network, disks: this.diskPool, dir: this.dirOf(id), cgroup: `/${this.cgroupParent}/${id}` };
     await teardownSandbox(parts, id, keepDisk);
     this.records.delete(id);
+    this.inits.forget(id);
   }
 
   async consoleTail(sandboxID: string, maxBytes: number): Promise<Buffer | undefined> {
@@ -258,6 +262,12 @@ class RuncRuntime implements Runtime {
       out.push({ sandboxID: id, ip: rec.ip, envdPort: ENVD_PORT, status: st === "running" ? "running" : st === "paused" ? "paused" : "stopped" });
     }
     return out;
+  }
+
+  async alive(): Promise<ReadonlySet<string>> {
+    this.settled ??= this.runc.settle().then(() => this.diskPool.thawAll(this.sandboxesDir));
+    await this.settled;
+    return new Set(this.records.ids().filter((id) => this.inits.alive(id)));
   }
 
   async sweep(keep: ReadonlySet<string>): Promise<void> {

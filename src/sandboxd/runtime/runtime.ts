@@ -133,6 +133,8 @@ export interface Runtime {
   consoleTail(sandboxID: string, maxBytes: number): Promise<Buffer | undefined>;
   /** Every sandbox this runtime instance owns on the host, as found now. */
   list(): Promise<ObservedSandbox[]>;
+  /** IDs of this instance's sandboxes whose processes run (frozen ones included): a cheap look, for the loop that notices deaths. */
+  alive(): Promise<ReadonlySet<string>>;
   /** Removes leftovers (half-made layers, slots, cgroups) of sandboxes not in `keep`. */
   sweep(keep: ReadonlySet<string>): Promise<void>;
   /**

@@ -197,7 +197,10 @@ export class Lifecycle {
       this.stopBackground.push(this.clock.every(everyMs, () => {
         if (busy || this.closed) return;
         busy = true;
-        void this.track(pass()).finally(() => (busy = false));
+        // a pass that fails is logged and tried again at its next turn, never left unhandled
+        void this.track(pass())
+          .catch((err: unknown) => this.log.error({ err: err instanceof Error ? err.message : String(err) }, "a background pass failed"))
+          .finally(() => (busy = false));
       }));
     }
   }

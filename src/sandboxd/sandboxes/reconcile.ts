@@ -21,8 +21,12 @@ export async function reconcileLive(l: Lifecycle): Promise<void> {
   // rows are read before the runtime is: a sandbox recorded as running then already had its container
   const rows = l.store.sandboxes.all().filter((r) => phaseOf(r) === "running" || phaseOf(r) === "paused");
   if (rows.length === 0) return;
+  // the cheap look first; only a sandbox it finds dead costs the runtime's full look
+  const alive = await l.runtime.alive();
+  const dead = rows.filter((r) => !alive.has(r.id));
+  if (dead.length === 0) return;
   const observed = new Map((await l.runtime.list()).map((o) => [o.sandboxID, o]));
-  for (const row of rows) {
+  for (const row of dead) {
     const o = observed.get(row.id);
     if (o && o.status !== "stopped") continue;
     await l

@@ -143,6 +143,10 @@ export class FakeRuntime implements Runtime {
     return [...this.sandboxes.values()].map((s) => ({ ...s.addr, status: s.status }));
   }
 
+  async alive(): Promise<ReadonlySet<string>> {
+    return new Set([...this.sandboxes.values()].filter((s) => s.status !== "stopped").map((s) => s.addr.sandboxID));
+  }
+
   async sweep(): Promise<void> {
     this.record("sweep", "");
   }

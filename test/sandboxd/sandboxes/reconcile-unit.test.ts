@@ -82,6 +82,31 @@ describe("the reconcile loop (fake runtime, manual clock)", () => {
     assert.equal(row(alive)?.state, "running");
   });
 
+  test("a pass that fails (the runtime's look throws) is logged, never left unhandled, and the next pass runs", async () => {
+    make();
+    const dead = (await svc.create(TEAM, input({ timeout: 3600 }))).sandboxID as string;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown) => void unhandled.push(err);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const alive = rt.alive.bind(rt);
+      let fail = true;
+      rt.alive = () => (fail ? Promise.reject(new Error("stat: no such file")) : alive());
+      svc.startBackground({ reconcileEveryMs: 2000 });
+      rt.die(dead);
+      await clock.advance(2000);
+      await until(() => log.lines.some((l) => l.msg === "a background pass failed"), "the failed pass to be logged");
+      assert.equal(row(dead)?.state, "running", "nothing is decided on a failed look");
+      fail = false;
+      await clock.advance(2000);
+      await until(() => row(dead) === undefined, "the next pass to remove the dead sandbox");
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   test("a frozen sandbox whose processes die is kept paused on its disk; a sandbox being made is left alone", async () => {
     make();
     const frozen = (await svc.create(TEAM, input())).sandboxID as string;
