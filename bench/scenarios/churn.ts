@@ -4,7 +4,8 @@
  * time; sandboxd's RSS, V8 heap in use and live heap (in use right after its last full
  * collection), all from its /metrics, are read after a warm-up, after the rounds, and after a
  * minute idle. A service that makes thousands of sandboxes a day has to come back to its level:
- * the idle figures are compared with the warmed-up ones.
+ * the idle figures are compared with the warmed-up ones. BENCH_CHURN_ROUNDS sets the rounds
+ * (default 1,000) for a shorter run on a busy machine.
  */
 import { readFileSync } from "node:fs";
 import { call, startSandboxd, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
@@ -86,7 +87,7 @@ export const churnFootprint: Scenario = {
   title: "sandboxd: its RSS and V8 heap under churn (SDK create → commands.run('true') → kill, one at a time, warm pool of 2) and after a minute idle",
   async run(ctx: BenchContext): Promise<Row[]> {
     needSandboxes(ctx);
-    const n = ctx.quick ? 20 : 1000;
+    const n = ctx.quick ? 20 : Number(process.env.BENCH_CHURN_ROUNDS ?? 1000);
     const warmup = ctx.quick ? 3 : 20;
     // sandboxd's default warm pool: claims and refills are part of what a churning service does
     const s = await startSandboxd({ args: ["--warm-pool", String(POOL)] });

@@ -8,7 +8,7 @@
  * `node dist/sandboxd`) re-executes itself with them before anything is opened.
  */
 
-/** The V8 flags sandboxd runs with; a flag of the same name given otherwise is kept as given. */
+/** The V8 flags sandboxd runs with; a flag of the same name given otherwise (command line, NODE_OPTIONS) is kept as given. */
 export const SANDBOXD_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=2", "--expose-gc"];
 
 /** The environment sandboxd runs with (read by glibc at start); a value set otherwise is kept. */
@@ -19,9 +19,9 @@ function flagName(flag: string): string {
   return flag.split("=")[0].replace(/_/g, "-");
 }
 
-/** The settings this process lacks: flags not among `execArgv`, variables not in `env`. */
+/** The settings this process lacks: flags neither among `execArgv` nor in NODE_OPTIONS, variables not in `env`. */
 export function missingMemorySettings(execArgv: readonly string[], env: NodeJS.ProcessEnv): { flags: string[]; env: Record<string, string> } {
-  const given = new Set(execArgv.map(flagName));
+  const given = new Set([...execArgv, ...(env.NODE_OPTIONS ?? "").split(/\s+/).filter(Boolean)].map(flagName));
   const flags = SANDBOXD_NODE_FLAGS.filter((f) => !given.has(flagName(f)));
   const missingEnv = Object.fromEntries(Object.entries(SANDBOXD_MEMORY_ENV).filter(([k]) => env[k] === undefined));
   return { flags, env: missingEnv };

@@ -53,6 +53,7 @@ test("missing settings: a flag of the same name or a variable already set is kep
   assert.deepEqual(missingMemorySettings([], {}), { flags: [...SANDBOXD_NODE_FLAGS], env: { ...SANDBOXD_MEMORY_ENV } });
   const given = missingMemorySettings(["--max_semi_space_size=8", "--expose-gc"], { MALLOC_ARENA_MAX: "1" });
   assert.deepEqual(given, { flags: [], env: {} });
+  assert.deepEqual(missingMemorySettings([], { NODE_OPTIONS: "--max-semi-space-size=16  --expose-gc", MALLOC_ARENA_MAX: "8" }), { flags: [], env: {} });
 });
 
 describe("a sandboxd started as `node dist/sandboxd serve` (no flags given)", { skip: sandboxSkipReason() ?? false }, () => {
