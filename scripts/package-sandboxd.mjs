@@ -34,6 +34,9 @@ cpSync(ENVD, join(STAGE, "envd"), { recursive: true });
 // The dashboard's page, script and styles: served from dashboard/ beside the bundle.
 cpSync(join(DIST, "dashboard"), join(STAGE, "lib", "dashboard"), { recursive: true });
 // The bundle looks for envd/ beside its own file (lib/), so the launcher names the directory.
+// sandboxd's memory settings (V8 flags, glibc's arena count) are the development launcher's.
+const [memoryFlags, memoryEnv] = execFileSync("sh", [join(ROOT, "scripts", "launcher.sh"), "--sandboxd-memory"], { encoding: "utf8" }).split("\n");
+const envPrefix = memoryEnv.split(" ").filter(Boolean).map((kv) => { const [k, v] = kv.split("="); return `${k}=\${${k}:-${v}} `; }).join("");
 writeFileSync(
   join(STAGE, "sandboxd"),
   `#!/bin/sh
@@ -41,7 +44,7 @@ writeFileSync(
 here=$(dirname "$(readlink -f "$0")")
 : "\${SANDBOXD_ENVD_DIR:=$here/envd}"
 export SANDBOXD_ENVD_DIR
-exec "$here/lib/node" "$here/lib/sandboxd.cjs" "$@"
+${envPrefix}exec "$here/lib/node" ${memoryFlags} "$here/lib/sandboxd.cjs" "$@"
 `,
 );
 chmodSync(join(STAGE, "sandboxd"), 0o755);

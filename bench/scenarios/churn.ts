@@ -4,7 +4,8 @@
  * time; sandboxd's RSS, V8 heap in use and live heap (in use right after its last full
  * collection), all from its /metrics, are read after a warm-up, after the rounds, and after a
  * minute idle. A service that makes thousands of sandboxes a day has to come back to its level:
- * the idle figures are compared with the warmed-up ones.
+ * the idle figures are compared with the warmed-up ones. BENCH_CHURN_ROUNDS sets the rounds
+ * (default 1,000) for a shorter run on a busy machine.
  */
 import { readFileSync } from "node:fs";
 import { call, startSandboxd, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
@@ -74,10 +75,14 @@ async function footprint(s: Sandboxd): Promise<Footprint> {
   return { ...last!, heap };
 }
 
-/** Runs `n` rounds through the SDK; throws when any failed. */
-async function churn(s: Sandboxd, n: number): Promise<void> {
+/** Share of rounds that may fail (an overloaded machine times a few out) before the run counts as broken. */
+const MAY_FAIL = 0.05;
+
+/** Runs `n` rounds through the SDK; answers how many failed, throws when more than MAY_FAIL of them did. */
+async function churn(s: Sandboxd, n: number): Promise<number> {
   const failed = await sdkRun<number>(SDK_CHURN, [n], s.sdkEnv);
-  if (failed > 0) throw new Error(`${failed} of ${n} rounds failed`);
+  if (failed > n * MAY_FAIL) throw new Error(`${failed} of ${n} rounds failed`);
+  return failed;
 }
 
 /** Scenario 18: RSS and heap of sandboxd before, after N rounds of churn, and after a minute idle. */
@@ -86,7 +91,7 @@ export const churnFootprint: Scenario = {
   title: "sandboxd: its RSS and V8 heap under churn (SDK create → commands.run('true') → kill, one at a time, warm pool of 2) and after a minute idle",
   async run(ctx: BenchContext): Promise<Row[]> {
     needSandboxes(ctx);
-    const n = ctx.quick ? 20 : 1000;
+    const n = ctx.quick ? 20 : Number(process.env.BENCH_CHURN_ROUNDS ?? 1000);
     const warmup = ctx.quick ? 3 : 20;
     // sandboxd's default warm pool: claims and refills are part of what a churning service does
     const s = await startSandboxd({ args: ["--warm-pool", String(POOL)] });
@@ -105,10 +110,10 @@ export const churnFootprint: Scenario = {
       const show = (f: Footprint) => `RSS ${f.rss.toFixed(1)} MiB, heap in use ${f.heap.toFixed(1)} MiB, live heap ${f.live.toFixed(1)} MiB`;
       ctx.log(`at start: ${show(start)}; after ${rounds} warm-up rounds: ${show(before)}`);
       const t0 = performance.now();
-      await churn(s, n);
+      const failed = await churn(s, n);
       const roundMs = (performance.now() - t0) / n;
       const after = await footprint(s);
-      ctx.log(`after ${n} rounds (${roundMs.toFixed(0)} ms a round): ${show(after)}`);
+      ctx.log(`after ${n} rounds (${roundMs.toFixed(0)} ms a round, ${failed} failed): ${show(after)}`);
       await sleep(IDLE_MS);
       const idle = await footprint(s);
       ctx.log(`after a minute idle: ${show(idle)}`);
@@ -116,7 +121,7 @@ export const churnFootprint: Scenario = {
       const per = (x: number, y: number) => `${(((x - y) * 1024) / n).toFixed(1)} KiB a round`;
       return [
         single(ID, "sandboxd RSS at start (ready, no create yet)", start.rss, "MiB"),
-        compared({ scenario: ID, metric: `sandboxd RSS right after ${n} rounds`, value: after.rss, unit: "MiB", baseline: before.rss, baselineLabel: base, note: `${per(after.rss, before.rss)}; ${roundMs.toFixed(0)} ms a round` }),
+        compared({ scenario: ID, metric: `sandboxd RSS right after ${n} rounds`, value: after.rss, unit: "MiB", baseline: before.rss, baselineLabel: base, note: `${per(after.rss, before.rss)}; ${roundMs.toFixed(0)} ms a round${failed ? `; ${failed} rounds failed` : ""}` }),
         compared({
           scenario: ID, metric: `sandboxd RSS after ${n} rounds and a minute idle`, value: idle.rss, unit: "MiB", baseline: before.rss, baselineLabel: base,
           target: { text: "≤ 1.1× (back to its level)", met: (r) => r.ratio <= 1.1 }, note: per(idle.rss, before.rss),

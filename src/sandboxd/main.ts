@@ -5,6 +5,8 @@ import { startApp } from "./app.js";
 import { createLogger } from "./log.js";
 import { checkHost, describeMissing, HOST_UNFIT_EXIT } from "./host/setup/prereqs.js";
 import { cachedBaseRootfs } from "./images/base.js";
+import { startQuietCollector } from "./host/memory-quiet.js";
+import { relaunchWithMemorySettings } from "./host/memory-settings.js";
 
 /** Entry point: flags → start → on SIGTERM/SIGINT stop accepting and exit 0, leaving sandboxes running. */
 async function main(): Promise<void> {
@@ -41,6 +43,8 @@ async function main(): Promise<void> {
     (parsed.exitCode === 0 ? process.stdout : process.stderr).write(parsed.print);
     process.exit(parsed.exitCode);
   }
+  // A serve started without its memory settings (V8 flags, glibc arenas) becomes one that has them.
+  relaunchWithMemorySettings();
   // Every host prerequisite is checked before anything is made or listened on: a host that lacks
   // one gets the whole list and the apt-get line at once, not a failure per missing tool later.
   let envdDir: string | undefined;
@@ -55,6 +59,8 @@ async function main(): Promise<void> {
     process.exit(HOST_UNFIT_EXIT);
   }
   const log = createLogger(parsed.config.logLevel);
+  // fetch's resource timings (one per call to a sandbox's envd) are never read: none are kept
+  performance.setResourceTimingBufferSize(0);
   process.on("SIGPIPE", () => undefined);
   // A safety net only: every request path answers its own errors, and a throw that still gets
   // here must cost the one operation it came from, not every tenant's API, proxy and creates.
@@ -86,7 +92,10 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   if (stopping) await app.close();
-  else process.stdout.write(app.userLines);
+  else {
+    process.stdout.write(app.userLines);
+    startQuietCollector({ onCollect: (before, after) => log.debug({ rssMiB: Math.round(before / 2 ** 20), afterMiB: Math.round(after / 2 ** 20) }, "quiet: gave memory back") });
+  }
 }
 
 /**
