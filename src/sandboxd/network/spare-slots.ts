@@ -63,7 +63,8 @@ export class SpareSlots {
   private readonly ready: Spare[] = [];
   /** Placeholders held by this process (being made or ready). */
   private readonly live = new Set<string>();
-  private making = 0;
+  /** Spares being made now. */
+  private readonly making = new Set<Promise<void>>();
   private closed = true;
 
   constructor(
@@ -144,24 +145,25 @@ export class SpareSlots {
     return { lease, userns: `/proc/${s.pid}/ns/user`, netns: `/proc/${s.pid}/ns/net`, check: () => sameNamespaces(spare), letGo, ended };
   }
 
-  /** Lets every spare go and takes it apart. */
+  /** Lets every spare go and takes it apart, those being made once they are (nothing of them is left behind). */
   async close(): Promise<void> {
     this.closed = true;
+    await Promise.all([...this.making]);
     const all = this.ready.splice(0);
     await Promise.all(all.map((s) => this.drop(s)));
   }
 
   /** Starts making spares until `want` are ready or being made. */
   private fill(): void {
-    while (!this.closed && this.ready.length + this.making < this.want) {
-      this.making++;
-      void this.make()
+    while (!this.closed && this.ready.length + this.making.size < this.want) {
+      const made: Promise<void> = this.make()
         .then((s) => {
           if (this.closed) return this.drop(s);
           this.ready.push(s);
         })
         .catch((err: Error) => this.log.warn({ err: err.message }, "wiring a spare network slot failed"))
-        .finally(() => this.making--);
+        .finally(() => this.making.delete(made));
+      this.making.add(made);
     }
   }
 
