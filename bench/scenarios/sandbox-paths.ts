@@ -3,10 +3,12 @@
  * the breakdown (sandboxd's own log: the create's time and its cold phases, the proxy's time on
  * the first command; the SDK's side: the 201, the connect to the sandbox's host, the first and a
  * second commands.run), then commands.run('true') on a running sandbox through the proxy beside
- * envd reached directly, and what the login shell the SDK asks for costs inside the sandbox.
+ * envd reached directly, what the login shell the SDK asks for costs inside the sandbox, and what
+ * of `runc run true` the sandbox's runc config costs (each part of it taken out alone).
  */
 import { startSandboxd, waitWarmPool, type Sandboxd } from "../../test/sandboxd/helpers/sandboxd.js";
 import { needSandboxes } from "../lib/available.js";
+import { RUNC_VARIANTS, runcVariants } from "../lib/bare-runc.js";
 import { compared, single } from "../lib/rows.js";
 import { sdkRun } from "../lib/sdk-run.js";
 import { SDK_BREAKDOWN, SDK_ROUNDTRIP } from "../lib/sdk-timing.js";
@@ -68,7 +70,10 @@ async function breakdown(label: string, n: number, pool: number, pauseMs: number
       row("sandboxd: the create's own time (its log)", logP50(lines, "sandbox created", ids, "ms")),
     ];
     if (pool === 0) {
-      for (const f of ["prepareMs", "runcRunMs", "networkMs", "envdMs"]) rows.push(row(`sandboxd cold phase ${f.replace(/Ms$/, "")}`, logP50(lines, "create phases", ids, f)));
+      const wired = lines.filter((l) => l.msg === "create phases" && ids.has(String(l.sandboxID)) && l.wiredAhead === true).length;
+      for (const f of ["prepareMs", "runcRunMs", "networkMs", "envdMs", "listenMs"]) {
+        rows.push(row(`sandboxd cold phase ${f.replace(/Ms$/, "")}`, logP50(lines, "create phases", ids, f), f === "networkMs" ? `${wired} of ${n} on a network slot wired ahead` : f === "listenMs" ? "part of envd: until its socket listens" : undefined));
+      }
     } else {
       for (const f of ["rulesMs", "cpuMs", "initMs"]) rows.push(row(`sandboxd claim: ${f.replace(/Ms$/, "")} done after`, logP50(lines, "claim phases", ids, f)));
     }
@@ -100,6 +105,15 @@ async function roundtrip(pairs: number): Promise<Row[]> {
   }
 }
 
+/** What of `runc run true`'s time the sandbox's config costs: each part taken out alone, interleaved round by round. */
+async function runcConfig(rounds: number): Promise<Row[]> {
+  const runs = await runcVariants(rounds);
+  const base = percentile(runs.get(RUNC_VARIANTS[0].name)!, 50);
+  return RUNC_VARIANTS.slice(1).map((v) => compared({
+    scenario: ID, metric: `runc run true: ${v.name}, p50 (${rounds})`, value: percentile(runs.get(v.name)!, 50), unit: "ms", baseline: base, baselineLabel: "runc run true with the sandbox's config",
+  }));
+}
+
 /** Scenario 14: the create → first command breakdown and the proxy's round trip. */
 export const sandboxPaths: Scenario = {
   id: ID,
@@ -110,6 +124,7 @@ export const sandboxPaths: Scenario = {
       ...(await roundtrip(ctx.quick ? 20 : 300)),
       ...(await breakdown("warm pool of 2, creates 1.5 s apart", ctx.quick ? 2 : 20, 2, 1500)),
       ...(await breakdown("no pool (cold)", ctx.quick ? 2 : 10, 0, 0)),
+      ...(await runcConfig(ctx.quick ? 2 : 15)),
     ];
   },
 };

@@ -25,6 +25,25 @@ export interface NetworkLease {
   slot: number;
 }
 
+/**
+ * A slot wired before its sandbox was known: a user namespace (with the sandboxes' id mapping)
+ * and a network namespace owned by it, with the sandbox's address, firewall and host rules in
+ * place, held open by a waiting process until the container has joined them.
+ */
+export interface PreparedSlot {
+  lease: NetworkLease;
+  /** The user namespace the container joins (a path runc opens). */
+  userns: string;
+  /** The network namespace the container joins (a path runc opens). */
+  netns: string;
+  /** Whether the paths still lead to the namespaces that were wired (checked just before the container joins). */
+  check(): boolean;
+  /** Lets the holder go: the container holds the namespaces now (or, after a failed start, nothing does). */
+  letGo(): void;
+  /** The start is over (made or failed; the holder is let go if it was not): the network may wire the next slot ahead. */
+  ended(): void;
+}
+
 /** The network a runtime is given: addresses, their wiring into a sandbox's namespace, and egress rules. */
 export interface SandboxNetwork {
   /**
@@ -34,6 +53,11 @@ export interface SandboxNetwork {
   start(sandboxIDs: () => string[]): Promise<void>;
   /** Releases what the host keeps for the network when `sandboxesLeft` is 0. */
   close(sandboxesLeft: number): Promise<void>;
+  /**
+   * Takes a slot wired ahead for `sandboxID`, with `policy` in force, when one is ready (the
+   * container then joins its namespaces and needs no attach); undefined otherwise.
+   */
+  takePrepared?(sandboxID: string, policy?: EgressPolicy): Promise<PreparedSlot | undefined>;
   /** Takes an address for a sandbox (kept across restarts); throws when none is free. */
   claim(sandboxID: string): NetworkLease;
   /**

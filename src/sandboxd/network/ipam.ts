@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
 /** One sandbox's /30: the host end (.1) and the sandbox (.2). */
@@ -42,8 +42,9 @@ export function slotAt(cidr: string, index: number): Slot {
 
 /**
  * Hands out the /30s of one network, one per sandbox. Each taken slot is a file named by its
- * index (created exclusively, holding the sandbox ID) under `dir`, so allocations survive a
- * restart and two creates never take the same slot.
+ * index (created exclusively, holding the sandbox ID and, for a slot wired before its sandbox was
+ * known, the name its host end was given) under `dir`, so allocations survive a restart and two
+ * creates never take the same slot.
  */
 export class Ipam {
   private readonly count: number;
@@ -56,8 +57,8 @@ export class Ipam {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   }
 
-  /** Takes the lowest free slot for `sandboxID`; throws when the network is full. */
-  claim(sandboxID: string): Slot {
+  /** Takes the lowest free slot for `sandboxID` (its host end named `veth` when given); throws when the network is full. */
+  claim(sandboxID: string, veth?: string): Slot {
     const used = new Set(this.taken().keys());
     for (let i = 0; i < this.count; i++) {
       if (used.has(i)) continue;
@@ -68,7 +69,7 @@ export class Ipam {
         if ((err as NodeJS.ErrnoException).code === "EEXIST") continue;
         throw err;
       }
-      writeSync(fd, sandboxID);
+      writeSync(fd, owner(sandboxID, veth));
       closeSync(fd);
       return slotAt(this.cidr, i);
     }
@@ -82,17 +83,47 @@ export class Ipam {
     }
   }
 
+  /**
+   * Hands slot `index` of `from` to `to` (a slot wired ahead goes to the sandbox it is given to),
+   * its host end's name kept; the file is replaced whole, so a crash leaves one owner or the other.
+   */
+  reassign(index: number, from: string, to: string): Slot {
+    const file = join(this.dir, String(index));
+    const [id, veth] = readFileSync(file, "utf8").trim().split(" ");
+    if (id !== from) throw new Error(`slot ${index} is not held by ${from}`);
+    const tmp = join(this.dir, `.${index}.tmp`);
+    writeFileSync(tmp, owner(to, veth), { mode: 0o600 });
+    renameSync(tmp, file);
+    return slotAt(this.cidr, index);
+  }
+
   /** Slot index → sandbox ID of every taken slot. */
   taken(): Map<number, string> {
-    const out = new Map<number, string>();
+    return new Map([...this.owners()].map(([i, o]) => [i, o.id]));
+  }
+
+  /** The name recorded for the host end of `sandboxID`'s slot, when it was given one apart from its ID. */
+  vethOf(sandboxID: string): string | undefined {
+    for (const o of this.owners().values()) if (o.id === sandboxID) return o.veth;
+    return undefined;
+  }
+
+  private owners(): Map<number, { id: string; veth?: string }> {
+    const out = new Map<number, { id: string; veth?: string }>();
     for (const name of readdirSync(this.dir)) {
       if (!/^\d+$/.test(name)) continue;
       try {
-        out.set(Number(name), readFileSync(join(this.dir, name), "utf8").trim());
+        const [id, veth] = readFileSync(join(this.dir, name), "utf8").trim().split(" ");
+        out.set(Number(name), { id, veth });
       } catch {
         // released meanwhile
       }
     }
     return out;
   }
+}
+
+/** What a slot's file holds: the owner's ID, then the host end's name when it has one of its own. */
+function owner(sandboxID: string, veth?: string): string {
+  return veth ? `${sandboxID} ${veth}` : sandboxID;
 }

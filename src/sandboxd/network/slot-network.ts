@@ -1,16 +1,18 @@
 /**
  * The sandbox network of the runc runtime: one /30 per sandbox from the instance's range, a veth
  * pair into the sandbox's network namespace, the sandbox's own nft table and its chains in the
- * instance's host table. It implements the contract the runtime is given (host/sandbox-network.ts).
+ * instance's host table, and a few such slots wired ahead (spare-slots.ts). It implements the
+ * contract the runtime is given (host/sandbox-network.ts).
  */
 import { join, resolve } from "node:path";
 import type { Logger } from "../log.js";
 import { instanceKey } from "../host/instance.js";
-import type { EgressPolicy, NetworkLease, SandboxNetwork } from "../host/sandbox-network.js";
+import type { EgressPolicy, NetworkLease, PreparedSlot, SandboxNetwork } from "../host/sandbox-network.js";
 import type { ServedPorts } from "./firewall.js";
 import { HostFirewall } from "./host-firewall.js";
 import { hostTableName } from "./host-table.js";
 import { Ipam, type Slot } from "./ipam.js";
+import { SpareSlots } from "./spare-slots.js";
 import { attachSlot, detachSlot, hostVethName, replaceFirewall } from "./veth.js";
 
 /** Options of one instance's sandbox network. */
@@ -23,8 +25,13 @@ export interface SlotNetworkOptions {
   egressInterface?: string;
   /** sandboxd's resolver and egress proxy, which sandboxes reach on their host end. */
   served?: ServedPorts;
+  /** Slots kept wired ahead for cold starts (default: SANDBOXD_SPARE_SLOTS, else 0: none). */
+  spares?: number;
   log: Logger;
 }
+
+/** The niceness spare slots are wired at: work ahead of need yields to live work. */
+const SPARE_NICE = 10;
 
 /** The /30-per-sandbox network of one sandboxd instance. */
 export function createSlotNetwork(opts: SlotNetworkOptions): SandboxNetwork {
@@ -36,25 +43,49 @@ class SlotNetwork implements SandboxNetwork {
   private readonly ipam: Ipam;
   private readonly host: HostFirewall;
   private readonly egress: boolean;
+  private readonly spares: SpareSlots;
 
   constructor(private readonly opts: SlotNetworkOptions) {
     this.key = instanceKey(opts.dataDir);
-    this.ipam = new Ipam(join(resolve(opts.dataDir), "runtime", "slots"), opts.networkCidr);
+    const runtimeDir = join(resolve(opts.dataDir), "runtime");
+    this.ipam = new Ipam(join(runtimeDir, "slots"), opts.networkCidr);
     this.host = new HostFirewall({ table: hostTableName(this.key), cidr: opts.networkCidr, iface: opts.egressInterface, served: opts.served, log: opts.log });
     this.egress = !!opts.egressInterface;
+    this.spares = new SpareSlots(runtimeDir, opts.spares ?? spareSlotsFromEnv(), {
+      claim: (id, veth) => this.ipam.claim(id, veth),
+      vethName: (id) => hostVethName(this.key, id),
+      attach: (slot, veth, pid) => attachSlot({ pid, hostVeth: veth, slot, egress: this.egress, served: this.opts.served, nice: SPARE_NICE, host: this.host }),
+      reassign: (index, from, to) => void this.ipam.reassign(index, from, to),
+      setPolicy: (lease, pid, policy) => this.setPolicy(lease, pid, policy),
+      discard: async (id) => {
+        await this.detach(id);
+        this.release(id);
+      },
+    }, opts.log, SPARE_NICE);
   }
 
-  start(sandboxIDs: () => string[]): Promise<void> {
-    return this.host.start(() => sandboxIDs().map((id) => hostVethName(this.key, id)));
+  async start(sandboxIDs: () => string[]): Promise<void> {
+    await this.host.start(() => sandboxIDs().map((id) => this.vethOf(id)));
+    this.spares.open();
   }
 
-  close(sandboxesLeft: number): Promise<void> {
-    return this.host.release(sandboxesLeft);
+  async close(sandboxesLeft: number): Promise<void> {
+    await this.spares.close();
+    await this.host.release(sandboxesLeft);
+  }
+
+  takePrepared(sandboxID: string, policy?: EgressPolicy): Promise<PreparedSlot | undefined> {
+    return this.spares.take(sandboxID, policy);
   }
 
   claim(sandboxID: string): NetworkLease {
     const slot = this.ipam.claim(sandboxID);
     return { ip: slot.ip, hostIp: slot.hostIp, hostVeth: hostVethName(this.key, sandboxID), slot: slot.index };
+  }
+
+  /** The host end's name of `sandboxID`: the one its slot records (a slot wired ahead), else the one its ID gives. */
+  private vethOf(sandboxID: string): string {
+    return this.ipam.vethOf(sandboxID) ?? hostVethName(this.key, sandboxID);
   }
 
   attach(lease: NetworkLease, pid: number, o: { policy?: EgressPolicy; nice?: number }): Promise<void> {
@@ -71,7 +102,7 @@ class SlotNetwork implements SandboxNetwork {
   }
 
   async detach(sandboxID: string): Promise<void> {
-    const veth = hostVethName(this.key, sandboxID);
+    const veth = this.vethOf(sandboxID);
     await detachSlot(veth);
     await this.host.removeVeth(veth);
   }
@@ -81,6 +112,15 @@ class SlotNetwork implements SandboxNetwork {
   }
 
   claimed(): string[] {
-    return [...this.ipam.taken().values()];
+    this.spares.sweep();
+    const held = this.spares.held();
+    return [...this.ipam.taken().values()].filter((id) => !held.has(id));
   }
+}
+
+/** The spare slots SANDBOXD_SPARE_SLOTS asks for (a whole number from 0 to 16), else 0. */
+function spareSlotsFromEnv(): number {
+  const n = Number(process.env.SANDBOXD_SPARE_SLOTS ?? "0");
+  if (!Number.isInteger(n) || n < 0 || n > 16) throw new Error(`SANDBOXD_SPARE_SLOTS must be a whole number from 0 to 16, got ${JSON.stringify(process.env.SANDBOXD_SPARE_SLOTS)}`);
+  return n;
 }

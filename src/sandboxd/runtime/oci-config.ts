@@ -30,6 +30,8 @@ export interface BundleParams {
   defaultWorkdir?: string;
   /** Files sandboxd owns, bind-mounted in after the standard mounts (the identity files). */
   extraMounts?: BindMount[];
+  /** Namespaces made ahead (a network slot wired before the sandbox): joined by path instead of made by runc. */
+  joinNamespaces?: { user: string; network: string };
 }
 
 
@@ -136,7 +138,11 @@ export function ociConfig(p: BundleParams): object {
     linux: {
       uidMappings: [{ containerID: 0, hostID: MAPPED_ROOT, size: MAPPED_RANGE }],
       gidMappings: [{ containerID: 0, hostID: MAPPED_ROOT, size: MAPPED_RANGE }],
-      namespaces: [{ type: "pid" }, { type: "network" }, { type: "ipc" }, { type: "uts" }, { type: "mount" }, { type: "cgroup" }, { type: "user" }],
+      namespaces: [
+        { type: "pid" }, { type: "network", path: p.joinNamespaces?.network }, { type: "ipc" }, { type: "uts" }, { type: "mount" }, { type: "cgroup" },
+        // runc joins a user namespace given by path first, and writes no id mapping into it (the holder's is the same)
+        { type: "user", path: p.joinNamespaces?.user },
+      ],
       cgroupsPath: p.cgroupsPath,
       // ICMP datagram sockets for every group inside (the ids the user namespace maps): ping
       // works without CAP_NET_RAW; the setting is the sandbox's own network namespace's

@@ -8,7 +8,7 @@ import { instanceKey } from "../host/instance.js";
 import { protectFromOom } from "../host/oom.js";
 import { overlayOptions, rootfsLowers, rootfsProbe } from "../host/overlay.js";
 import { assertReachableBySandboxes } from "../host/reach.js";
-import type { EgressPolicy, SandboxNetwork } from "../host/sandbox-network.js";
+import type { EgressPolicy, PreparedSlot, SandboxNetwork } from "../host/sandbox-network.js";
 import { identityMounts } from "./identity.js";
 import { cpuShares, ociConfig } from "./oci-config.js";
 import { ENVD_PORT } from "../envd-client/port.js";
@@ -21,8 +21,8 @@ import { diskSource, SandboxDisks } from "./runc-disk.js";
 import type { StoragePool } from "../storage/pool.js";
 import { RuncRuns } from "./runc-once.js";
 import type { ObservedSandbox, RunOnceResult, RunOnceSpec, Runtime, SandboxAddress, SandboxSpec } from "./runtime.js";
-import { RecordStore, type SandboxRecord } from "./state.js";
-import { waitForPort } from "./wait.js";
+import { RecordStore } from "./state.js";
+import { waitForEnvd } from "./wait.js";
 
 /** Options of the runc backend. */
 export interface RuncOptions {
@@ -112,12 +112,22 @@ class RuncRuntime implements Runtime {
   /** The steps of create, in an order that leaves a record of every resource before it is made. */
   private async make(spec: SandboxSpec, signal?: AbortSignal): Promise<SandboxAddress> {
     const t0 = Date.now();
+    await this.start();
+    // a slot wired ahead takes the network off this path; a sandbox made ahead of need wires its own
+    const prepared = spec.background ? undefined : await this.network.takePrepared?.(spec.sandboxID, spec.egress);
+    try {
+      return await this.boot(spec, t0, prepared, signal);
+    } finally {
+      prepared?.ended();
+    }
+  }
+
+  /** The create after the network slot is chosen: records, disk, config, runc, network, envd. */
+  private async boot(spec: SandboxSpec, t0: number, prepared: PreparedSlot | undefined, signal?: AbortSignal): Promise<SandboxAddress> {
     const id = spec.sandboxID;
     const dir = this.dirOf(id);
-    await this.start();
-    const lease = this.network.claim(id);
-    const rec: SandboxRecord = { sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ...lease, createdAt: new Date().toISOString() };
-    this.records.put(rec);
+    const lease = prepared?.lease ?? this.network.claim(id);
+    this.records.put({ sandboxID: id, templateID: spec.templateID, buildID: spec.buildID, ...lease, createdAt: new Date().toISOString() });
     mkdirSync(dir, { mode: 0o711 });
     const disk = join(dir, "disk");
     // a sandbox made ahead of need runs its host-side tools niced (runc itself is not: the
@@ -136,32 +146,34 @@ class RuncRuntime implements Runtime {
       sandboxID: id, templateID: spec.templateID, rootfsDir: rootfs, envdDir: resolve(this.opts.envdDir), tiniPath: this.tiniPath,
       cgroupsPath: `/${this.cgroupParent}/${id}`, cpuCount: spec.cpuCount, background: spec.background, memoryMB: spec.memoryMB,
       pidsLimit: this.opts.pidsLimit ?? 1024, defaultUser: hasUser ? "user" : "root", defaultWorkdir: hasUser ? "/home/user" : undefined,
-      extraMounts: identity,
+      extraMounts: identity, joinNamespaces: prepared && { user: prepared.userns, network: prepared.netns },
     });
     writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 1));
     signal?.throwIfAborted();
-    const log = consolePath(dir);
     const tCreate = Date.now();
+    if (prepared && !prepared.check()) throw new Error("the network slot wired ahead lost its namespaces");
     try {
       // the overlay is mounted where only runc and the container see it (nodev there too)
       const options = overlayOptions({ lower: rootfsLowers(spec.rootfs), upper, work: join(disk, "work") }, ["nodev"]);
-      await this.runc.run(id, dir, join(dir, "pid"), log, { options, target: rootfs }, nice);
+      await this.runc.run(id, dir, join(dir, "pid"), consolePath(dir), { options, target: rootfs }, nice);
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${consoleText(dir)}`);
     }
     const tRunc = Date.now();
     const pid = Number(readFileSync(join(dir, "pid"), "utf8").trim());
-    // envd (our own binary, binding 0.0.0.0) starts while the network is wired: nothing the
-    // sandbox's user controls runs before create() resolves, by which time the firewall is in.
-    await this.network.attach(lease, pid, { policy: spec.egress, nice });
+    // A slot wired ahead had its firewall in before the container started. Otherwise envd (our own
+    // binary, binding 0.0.0.0) starts while the network is wired: nothing the sandbox's user
+    // controls runs before create() resolves, by which time the firewall is in.
+    if (!prepared) await this.network.attach(lease, pid, { policy: spec.egress, nice });
+    else prepared.letGo();
     const tNet = Date.now();
     signal?.throwIfAborted();
-    await waitForPort({
-      host: lease.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
+    const listenMs = await waitForEnvd({
+      pid, host: lease.ip, port: ENVD_PORT, ms: this.opts.startTimeoutMs ?? 30_000, signal,
       alive: async () => (await this.runc.state(id))?.status === "running",
       why: () => `envd's output:\n${consoleText(dir)}`,
     });
-    this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcRunMs: tRunc - tCreate, networkMs: tNet - tRunc, envdMs: Date.now() - tNet }, "create phases");
+    this.opts.log.debug({ sandboxID: id, prepareMs: tCreate - t0, runcRunMs: tRunc - tCreate, networkMs: tNet - tRunc, envdMs: Date.now() - tNet, listenMs, wiredAhead: !!prepared }, "create phases");
     return { sandboxID: id, ip: lease.ip, envdPort: ENVD_PORT };
   }
 
@@ -295,3 +307,4 @@ class RuncRuntime implements Runtime {
     return this.runs.sweep();
   }
 }
+

@@ -86,7 +86,7 @@ describe("runc runtime: restart, sweep and failed creates", { skip }, () => {
       const broken = createRuncRuntime({ ...t.opts, envdDir: dir, startTimeoutMs: 3000 });
       const spec = t.spec();
       await assert.rejects(broken.create(spec), (err: Error) => {
-        assert.match(err.message, /did not accept connections on 198\.19\.205\.\d+:49983 within 3000 ms/);
+        assert.match(err.message, /envd did not listen on port 49983 within 3000 ms/);
         assert.match(err.message, /envd: cannot bind, giving up/);
         return true;
       });
