@@ -68,34 +68,39 @@ function startOverH2(session: ClientHttp2Session, token: string): Promise<number
 
 const steps: Record<string, number[]> = {};
 const add = (k: string, v: number) => (steps[k] ??= []).push(v);
+/** CPU time of the daemon's main thread (its JavaScript), ms. */
+const cpuMs = (pid: number) => Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+/** Runs one step, recording its wall time and the daemon's main-thread CPU time over it. */
+async function step<T>(pid: number, name: string, fn: () => Promise<T>): Promise<T> {
+  const c0 = cpuMs(pid);
+  const t0 = performance.now();
+  const v = await fn();
+  add(`${name}: wall`, performance.now() - t0);
+  add(`${name}: envd CPU`, cpuMs(pid) - c0);
+  return v;
+}
 for (let i = 0; i < daemons; i++) {
   const d = await start();
   try {
     const t = { ip: "127.0.0.1", port: d.port };
-    let t0 = performance.now();
-    await initEnvd({ ...t, envVars: { A: "1" } });
-    add("pool /init", performance.now() - t0);
-    t0 = performance.now();
-    if (WARMUP === "h2") {
+    await step(d.pid, "pool /init", () => initEnvd({ ...t, envVars: { A: "1" } }));
+    await step(d.pid, `pool warm-up run (${WARMUP})`, async () => {
+      if (WARMUP !== "h2") return runCommand({ ...t, user: USER }, "true", 10_000);
       const s = connect(`http://127.0.0.1:${d.port}`);
       await startOverH2(s, "");
       s.close();
-    } else await runCommand({ ...t, user: USER }, "true", 10_000);
-    add(`pool warm-up run (${WARMUP})`, performance.now() - t0);
-    await new Promise((r) => setTimeout(r, idleMs));
+    });
+    await step(d.pid, `idle ${idleMs} ms`, () => new Promise((r) => setTimeout(r, idleMs)));
     const status = readFileSync(`/proc/${d.pid}/status`, "utf8");
     for (const k of ["RssAnon", "RssFile"]) add(`idle ${k} before the claim (MiB)`, Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(status)?.[1]) / 1024);
     const token = `tok-${i}-${Date.now()}`;
-    t0 = performance.now();
-    await initEnvd({ ...t, envVars: { A: "1", B: "2" }, accessToken: token });
-    add("claim /init (token)", performance.now() - t0);
-    t0 = performance.now();
-    const session = connect(`http://127.0.0.1:${d.port}`);
-    await new Promise<void>((resolve, reject) => session.once("connect", () => resolve()).once("error", reject));
-    add("h2c connect", performance.now() - t0);
-    add("first Start over h2c", await startOverH2(session, token));
-    add("second Start over h2c", await startOverH2(session, token));
-    add("third Start over h2c", await startOverH2(session, token));
+    await step(d.pid, "claim /init (token)", () => initEnvd({ ...t, envVars: { A: "1", B: "2" }, accessToken: token }));
+    const session = await step(d.pid, "h2c connect", async () => {
+      const s = connect(`http://127.0.0.1:${d.port}`);
+      await new Promise<void>((resolve, reject) => s.once("connect", () => resolve()).once("error", reject));
+      return s;
+    });
+    for (const n of ["first", "second", "third"]) await step(d.pid, `${n} Start over h2c`, () => startOverH2(session, token));
     session.close();
   } finally {
     await d.stop();
