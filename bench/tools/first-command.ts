@@ -78,6 +78,8 @@ try {
     const xs = table.map((t) => t[k]).filter((x): x is number => typeof x === "number");
     console.log([k, fmt(percentile(xs, 50)), fmt(percentile(xs, 95)), fmt(Math.min(...xs)), fmt(Math.max(...xs))].join("\t"));
   }
+  const warnings = lines.filter((l) => l.level === "warn" || l.level === "error").map((l) => `${String(l.msg)}: ${String(l.err ?? "")}`);
+  console.log(`sandboxd warnings and errors: ${warnings.length}${warnings.length ? `\n  ${[...new Set(warnings)].slice(0, 10).join("\n  ")}` : ""}`);
   console.log(JSON.stringify({ rounds: table }));
 } finally {
   await s.stop();
