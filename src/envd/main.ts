@@ -36,7 +36,9 @@ async function main(): Promise<void> {
         app = await rest.startApp(config, version, { server, gate, log });
         startupDone();
         log.info({ from, codeCache, loadMs: Math.round(loadedMs), readyMs: Math.round(performance.now() - t0) }, "loaded");
-        rest.startMemoryTrimmer(log);
+        // An envd started ahead of need (a warm pool's) gets a token at its claim: the checks it
+        // needs are loaded on its first quiet second, not while the claim waits.
+        rest.startMemoryTrimmer(log, undefined, rest.prepareTokenChecks);
       })
       .catch(fail);
   });

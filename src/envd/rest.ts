@@ -2,3 +2,4 @@
 // and of the rest asset inside the single executable.
 export { startApp } from "./app.js";
 export { startMemoryTrimmer } from "./platform/memory.js";
+export { prepareTokenChecks } from "./sandbox/init.js";

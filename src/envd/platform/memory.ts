@@ -51,9 +51,11 @@ export class TrimPolicy {
  * burst of work has gone quiet with RSS well above its floor, and then gives memory back: V8's
  * heap through a memory-reducing collection (reduceHeap), then the C heap's free pages (glibc
  * keeps them mapped otherwise: tens of MiB after a few large transfers). The addon is loaded on
- * the first trim, not at start. Returns a function that stops the checks.
+ * the first trim, not at start. `beforeFirstTrim` runs once, right before the first trim (what
+ * the daemon will surely need is loaded while it is idle, and what that left is collected with
+ * the rest). Returns a function that stops the checks.
  */
-export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
+export function startMemoryTrimmer(log: Logger, intervalMs = 1000, beforeFirstTrim?: () => void): () => void {
   const policy = new TrimPolicy(process.memoryUsage.rss());
   let trim: (() => boolean) | undefined | null = null;
   let last = performance.eventLoopUtilization();
@@ -63,6 +65,11 @@ export function startMemoryTrimmer(log: Logger, intervalMs = 1000): () => void {
     last = now;
     const before = process.memoryUsage.rss();
     if (!policy.due(utilization, before)) return;
+    if (beforeFirstTrim) {
+      const warm = beforeFirstTrim;
+      beforeFirstTrim = undefined;
+      warm();
+    }
     const gcMs = reduceHeap();
     if (trim === null) trim = addonExtra("trimMalloc");
     trim?.();

@@ -6,7 +6,8 @@
 import { Agent } from "node:http";
 import { initEnvd } from "./init.js";
 import { fetchMetrics } from "./metrics.js";
-import { runCommand, runStartCommand } from "./process.js";
+import { runStartCommand } from "./process.js";
+import { runOverH2c } from "./warm-up.js";
 
 /** Where a sandbox's envd answers, and the access token a secure sandbox's envd asks for. */
 export interface EnvdAddress {
@@ -32,7 +33,10 @@ export interface RunAs {
 export interface EnvdClient {
   /** POSTs /init until envd answers 204 or `totalMs` passes; resolves with the version envd reports. */
   init(settings: InitSettings, totalMs?: number): Promise<string | undefined>;
-  /** Runs `bash -l -c cmd` to its end within `timeoutMs`; resolves with its exit code. */
+  /**
+   * Runs `bash -l -c cmd` to its end within `timeoutMs`, over h2c the way the SDK's commands
+   * reach envd through the proxy; resolves with its exit code.
+   */
   run(cmd: string, as: RunAs, timeoutMs: number): Promise<number>;
   /** Starts a template's start command and waits for its ready command to pass (nothing when neither is set). */
   startCommand(as: RunAs, startCmd: string | null | undefined, readyCmd: string | null | undefined): Promise<void>;
@@ -51,7 +55,7 @@ export const connectEnvd: EnvdConnector = (addr) => {
   const target = (as: RunAs) => ({ ip: addr.ip, port: addr.port, accessToken: addr.accessToken, user: as.user, cwd: as.cwd });
   return {
     init: (s, totalMs) => initEnvd({ ip: addr.ip, port: addr.port, accessToken: addr.accessToken, ...s }, totalMs),
-    run: (cmd, as, timeoutMs) => runCommand(target(as), cmd, timeoutMs),
+    run: (cmd, as, timeoutMs) => runOverH2c(target(as), cmd, timeoutMs),
     startCommand: (as, startCmd, readyCmd) => runStartCommand(target(as), startCmd, readyCmd),
     metrics: () => fetchMetrics((agent ??= new Agent({ keepAlive: true, maxSockets: 1 })), addr.ip, addr.port, addr.accessToken),
     close: () => agent?.destroy(),

@@ -53,7 +53,7 @@ async function startProcess(t: EnvdTarget, cmd: string, wait: boolean, timeoutMs
   }
 }
 
-/** Runs `bash -l -c cmd` through envd to its end; resolves with its exit code. */
+/** Runs `bash -l -c cmd` through envd to its end over HTTP/1.1; resolves with its exit code. */
 export function runCommand(t: EnvdTarget, cmd: string, timeoutMs: number): Promise<number> {
   return startProcess(t, cmd, true, timeoutMs);
 }

@@ -17,8 +17,8 @@ export function poolable(tpl: Template): boolean {
 /**
  * Starts a sandbox for the pool: the container with open outbound rules, envd's /init with the
  * template's variables and no access token, then one command through envd (`true`, as the
- * default user), so that the first command of whoever claims it finds envd's process path, the
- * shell and their pages already warm.
+ * default user, over h2c as the proxy relays the SDK's), so that the first command of whoever
+ * claims it finds envd's HTTP/2 server, its process path, the shell and their pages already warm.
  */
 export async function makeWarm(runtime: Runtime, connect: EnvdConnector, tpl: Template, sandboxID: string, signal: AbortSignal): Promise<WarmSandbox> {
   const addr = await runtime.create(specOf(sandboxID, tpl, OPEN_POLICY, true), signal);

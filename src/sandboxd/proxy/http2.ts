@@ -77,22 +77,32 @@ export class H2cPool {
   }
 }
 
+/** What a forwarded request's log line tells: whether it opened the session, and when the answer's head came (ms after the request). */
+export interface H2Timing {
+  dialed: boolean;
+  headMs?: number;
+}
+
 /**
  * Forwards one HTTP/2 request upstream over HTTP/2: bodies are piped both ways (flow control is
  * the backpressure), trailers are relayed (gRPC status lives there), and a reset on either side
  * resets the other. An answer that cannot be relayed (a status outside 200–599, bad headers, a
  * 1xx flood) gets a 502 on this stream alone.
  */
-export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, up: Upstream, pool: H2cPool, done: (status: number | ProxyError) => void): void {
+export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, up: Upstream, pool: H2cPool, done: (status: number | ProxyError, timing?: H2Timing) => void): void {
+  const t0 = performance.now();
+  const timing: H2Timing = { dialed: false };
   let settled = false;
   const finish = (what: number | ProxyError) => {
     if (settled) return;
     settled = true;
-    done(what);
+    done(what, timing);
   };
   let stream: ClientHttp2Stream;
   try {
+    const before = pool.size();
     const session = pool.session(up);
+    timing.dialed = pool.size() > before;
     stream = session.request({ ":method": req.method, ":path": up.path, ":scheme": up.tls ? "https" : "http", ...up.headers }, { endStream: false });
   } catch (err) {
     const e = isDialFailure(err) ? portNotOpen(up.sandboxID, up.port) : badGateway(up.sandboxID, up.port);
@@ -125,6 +135,7 @@ export function forwardHttp2(req: Http2ServerRequest, res: Http2ServerResponse, 
   }));
   stream.on("response", guarded(fail, (headers: IncomingHttpHeaders) => {
     responded = true;
+    timing.headMs = Math.round((performance.now() - t0) * 10) / 10;
     if (!startAnswer(res, headers[":status"], headers)) return fail();
     stream.pipe(res as unknown as NodeJS.WritableStream, { end: false });
   }));

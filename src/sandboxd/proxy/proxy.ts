@@ -10,7 +10,7 @@ import { originForm, refusal } from "./guard.js";
 import { hostName } from "../server/host.js";
 import { requestHeaders, upstreamHost } from "./headers.js";
 import { createAgents, forwardHttp1, sweepAgents, type Upstream } from "./http1.js";
-import { forwardHttp2, H2cPool } from "./http2.js";
+import { forwardHttp2, H2cPool, type H2Timing } from "./http2.js";
 import { ClientConnections } from "./clients.js";
 import { InFlight } from "./limits.js";
 import type { Route, RouteIndex, RouteTarget } from "./target.js";
@@ -107,13 +107,13 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
       });
   };
 
-  const logDone = (req: AnyRequest, route: Route, t0: number) => (what: number | ProxyError) => {
+  const logDone = (req: AnyRequest, route: Route, t0: number) => (what: number | ProxyError, timing?: H2Timing) => {
     const status = typeof what === "number" ? what : what.status;
-    log.debug({ sandboxID: route.sandboxID, port: route.port, method: req.method, status, ms: Date.now() - t0, h2: req.httpVersionMajor === 2 }, "proxied");
+    log.debug({ sandboxID: route.sandboxID, port: route.port, method: req.method, status, ms: Math.round((performance.now() - t0) * 10) / 10, h2: req.httpVersionMajor === 2, ...timing }, "proxied");
   };
 
   const handle = (req: AnyRequest, res: AnyResponse, route: Route): void => {
-    const t0 = Date.now();
+    const t0 = performance.now();
     const admitted = admit(req, route);
     if ("status" in admitted) {
       sendError(req, res, admitted);
@@ -121,9 +121,9 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
       return;
     }
     const { target, up, release } = admitted;
-    const done = (what: number | ProxyError) => {
+    const done = (what: number | ProxyError, timing?: H2Timing) => {
       release();
-      logDone(req, route, t0)(what);
+      logDone(req, route, t0)(what, timing);
     };
     // envd and gRPC speak h2c; other ports may be plain HTTP/1.1 servers, which every server speaks.
     const grpc = String(req.headers["content-type"] ?? "").startsWith("application/grpc");
@@ -139,7 +139,7 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
   };
 
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, route: Route): void => {
-    const t0 = Date.now();
+    const t0 = performance.now();
     const admitted = admit(req, route);
     if ("status" in admitted) {
       writeRawError(req, socket, admitted);
