@@ -130,7 +130,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   log.info({ egressInterface: egressInterface ?? "none" }, "sandbox egress");
   const egress: EgressServices | undefined = await startEgressServices({ egressInterface, dnsUpstream: config.dnsUpstream, policyOf: (ip) => service?.egressOf(ip), log });
   // the runtime is given the sandboxes' network, as a container runtime is given its CNI plugin
-  const network = createSlotNetwork({ dataDir: config.dataDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, log });
+  const network = createSlotNetwork({ dataDir: config.dataDir, networkCidr: config.networkCidr, egressInterface, served: egress?.served, spares: config.spareSlots, log });
   let storage: StoragePool | undefined;
   let runtime: Runtime;
   try {

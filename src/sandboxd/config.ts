@@ -25,6 +25,8 @@ export interface Config {
   metricsRetentionDays: number;
   /** Started sandboxes kept ready per warm template, claimed by creates (0: off). */
   warmPool: number;
+  /** Network slots kept wired ahead for cold starts. */
+  spareSlots: number;
   /** DNS server ("ADDR[:PORT]") sandboxd's resolver and egress proxy look names up with; undefined: the host's. */
   dnsUpstream: string | undefined;
   /** Memory all sandboxes together may reserve, MiB (paused ones included); undefined: derived from the machine at start. */
@@ -67,6 +69,7 @@ const options: Record<string, Option> = {
   "egress-interface": { env: "SANDBOXD_EGRESS_INTERFACE", help: "the only interface sandbox traffic is forwarded and NATed out of; auto: the default route's; none: no way out", def: "auto" },
   "dns-upstream": { env: "SANDBOXD_DNS_UPSTREAM", help: "DNS server ADDR[:PORT] that sandboxes' resolver and the egress proxy ask (default: the host's resolver)", def: "" },
   "cache-dir": { env: "SANDBOXD_CACHE_DIR", help: "where the base rootfs is built once per machine", def: "/var/cache/sandboxd" },
+  "spare-slots": { env: "SANDBOXD_SPARE_SLOTS", help: "network slots (namespaces, veth, addresses, firewall) kept wired ahead for cold starts, forks and resumes; 0: off", def: "0" },
   "warm-pool": { env: "SANDBOXD_WARM_POOL", help: "started sandboxes kept ready per warm template (the default one, and others for 10 min after use) for creates to claim; 0: off", def: "2" },
   "memory-budget-mb": { env: "SANDBOXD_MEMORY_BUDGET_MB", help: "MiB of memory all sandboxes' limits together may reserve, paused ones included (auto: limits are not reserved, and a create needs 256 MiB available above a floor of max(2 GiB, 10% of RAM))", def: "auto" },
   "disk-budget-mb": { env: "SANDBOXD_DISK_BUDGET_MB", help: "MiB of disk all sandboxes' disks together may reserve at full size (auto: disks are thin, and a create needs 1 GiB free above a floor of max(5 GiB, 5% of the filesystem) on the data dir's filesystem)", def: "auto" },
@@ -201,6 +204,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
     if (!/^\d{1,3}$/.test(retention) || Number(retention) < 1 || Number(retention) > 366) throw new Error(`--metrics-retention-days must be a whole number of days from 1 to 366, got '${retention}'`);
     const warmPool = get("warm-pool");
     if (!/^\d{1,2}$/.test(warmPool) || Number(warmPool) > 32) throw new Error(`--warm-pool must be a whole number from 0 to 32, got '${warmPool}'`);
+    const spareSlots = get("spare-slots");
+    if (!/^\d{1,2}$/.test(spareSlots) || Number(spareSlots) > 16) throw new Error(`--spare-slots must be a whole number from 0 to 16, got '${spareSlots}'`);
     /** A MiB figure: `auto` (where allowed) is undefined; 0 passes only where `min` is 0. */
     const mib = (name: string, min: number, auto: boolean): number | undefined => {
       const v = get(name);
@@ -240,6 +245,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv, version: str
         cacheDir: get("cache-dir"),
         metricsRetentionDays: Number(retention),
         warmPool: Number(warmPool),
+        spareSlots: Number(spareSlots),
         registry: registrySettings(get),
         dnsUpstream: get("dns-upstream") ? parseUpstream(get("dns-upstream")) && get("dns-upstream") : undefined,
       },

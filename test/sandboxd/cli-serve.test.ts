@@ -18,7 +18,7 @@ describe("sandboxd serve: flags", () => {
   test("--help lists every flag with its environment variable and exits 0", () => {
     const r = sandboxd(["--help"]);
     assert.equal(r.status, 0);
-    for (const flag of ["domain", "listen", "data-dir", "log-level", "envd-dir", "network-cidr", "egress-interface", "warm-pool"]) {
+    for (const flag of ["domain", "listen", "data-dir", "log-level", "envd-dir", "network-cidr", "egress-interface", "warm-pool", "spare-slots"]) {
       assert.match(r.stdout, new RegExp(`--${flag}\\b`), flag);
       assert.match(r.stdout, new RegExp(`SANDBOXD_${flag.toUpperCase().replace(/-/g, "_")}\\b`), flag);
     }
@@ -39,6 +39,8 @@ describe("sandboxd serve: flags", () => {
       [["serve", "--domain"], /argument missing|requires an argument/i],
       [["serve", "--warm-pool", "some"], /--warm-pool must be a whole number from 0 to 32/],
       [["serve", "--warm-pool", "33"], /--warm-pool must be a whole number from 0 to 32, got '33'/],
+      [["serve", "--spare-slots", "17"], /--spare-slots must be a whole number from 0 to 16, got '17'/],
+      [["serve", "--spare-slots", "-1"], /--spare-slots must be a whole number from 0 to 16/],
     ];
     for (const [args, message] of cases) {
       const r = sandboxd(args);

@@ -25,7 +25,7 @@ export interface SlotNetworkOptions {
   egressInterface?: string;
   /** sandboxd's resolver and egress proxy, which sandboxes reach on their host end. */
   served?: ServedPorts;
-  /** Slots kept wired ahead for cold starts (default: SANDBOXD_SPARE_SLOTS, else 0: none). */
+  /** Slots kept wired ahead for cold starts (default 0: none). */
   spares?: number;
   log: Logger;
 }
@@ -51,7 +51,7 @@ class SlotNetwork implements SandboxNetwork {
     this.ipam = new Ipam(join(runtimeDir, "slots"), opts.networkCidr);
     this.host = new HostFirewall({ table: hostTableName(this.key), cidr: opts.networkCidr, iface: opts.egressInterface, served: opts.served, log: opts.log });
     this.egress = !!opts.egressInterface;
-    this.spares = new SpareSlots(runtimeDir, opts.spares ?? spareSlotsFromEnv(), {
+    this.spares = new SpareSlots(runtimeDir, opts.spares ?? 0, {
       claim: (id, veth) => this.ipam.claim(id, veth),
       vethName: (id) => hostVethName(this.key, id),
       attach: (slot, veth, pid) => attachSlot({ pid, hostVeth: veth, slot, egress: this.egress, served: this.opts.served, nice: SPARE_NICE, host: this.host }),
@@ -116,11 +116,4 @@ class SlotNetwork implements SandboxNetwork {
     const held = this.spares.held();
     return [...this.ipam.taken().values()].filter((id) => !held.has(id));
   }
-}
-
-/** The spare slots SANDBOXD_SPARE_SLOTS asks for (a whole number from 0 to 16), else 0. */
-function spareSlotsFromEnv(): number {
-  const n = Number(process.env.SANDBOXD_SPARE_SLOTS ?? "0");
-  if (!Number.isInteger(n) || n < 0 || n > 16) throw new Error(`SANDBOXD_SPARE_SLOTS must be a whole number from 0 to 16, got ${JSON.stringify(process.env.SANDBOXD_SPARE_SLOTS)}`);
-  return n;
 }

@@ -9,6 +9,6 @@ const [dataDir, envdDir, networkCidr, rootfs, sandboxID] = process.argv.slice(2)
 const log = createJsonLogger({ level: "silent", fd: 2, name: "test" });
 // the test's own runtime has the pool mounted already: this one finds it there
 const storage = await StoragePool.open({ dataDir, backing: "loop", sizeMB: 4096, log });
-const rt = createRuncRuntime({ dataDir, envdDir, network: createSlotNetwork({ dataDir, networkCidr, log }), storage, log });
+const rt = createRuncRuntime({ dataDir, envdDir, network: createSlotNetwork({ dataDir, networkCidr, spares: Number(process.env.SANDBOXD_SPARE_SLOTS ?? 0), log }), storage, log });
 await rt.create({ sandboxID, templateID: "base", buildID: "test", rootfs, cpuCount: 1, memoryMB: 256, diskSizeMB: 1024 });
 process.stdout.write("created\n");

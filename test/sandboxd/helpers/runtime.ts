@@ -79,7 +79,8 @@ export async function testRuntime(octet: number, extra: Partial<RuncOptions> = {
   const dataDir = mkdtempSync("/tmp/sandboxd-rt-");
   chmodSync(dataDir, 0o711);
   const [rootfs, envd] = await Promise.all([baseRootfs(), envdDir()]);
-  const network = createSlotNetwork({ dataDir, networkCidr, log: testLog });
+  // spares as `serve --spare-slots` would have them, asked for by the environment as serve's flag is
+  const network = createSlotNetwork({ dataDir, networkCidr, spares: Number(process.env.SANDBOXD_SPARE_SLOTS ?? 0), log: testLog });
   const storage = await StoragePool.open({ dataDir, backing: "loop", sizeMB: 4096, log: testLog });
   const opts: RuncOptions = { dataDir, envdDir: envd, network, storage, log: testLog, ...extra };
   const rt = createRuncRuntime(opts);
