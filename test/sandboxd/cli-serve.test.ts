@@ -40,7 +40,7 @@ describe("sandboxd serve: flags", () => {
       [["serve", "--warm-pool", "some"], /--warm-pool must be a whole number from 0 to 32/],
       [["serve", "--warm-pool", "33"], /--warm-pool must be a whole number from 0 to 32, got '33'/],
       [["serve", "--spare-slots", "17"], /--spare-slots must be a whole number from 0 to 16, got '17'/],
-      [["serve", "--spare-slots", "-1"], /--spare-slots must be a whole number from 0 to 16/],
+      [["serve", "--spare-slots=-1"], /--spare-slots must be a whole number from 0 to 16/],
     ];
     for (const [args, message] of cases) {
       const r = sandboxd(args);
