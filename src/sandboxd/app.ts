@@ -120,7 +120,7 @@ export async function startApp(config: Config, version: string, log: Logger): Pr
   let api: ApiHandler | undefined;
   let state: ReturnType<Readiness> = { ready: false, reason: "starting" };
   let wake: ((sandboxID: string) => Promise<boolean>) | undefined;
-  const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log, wake: (id) => wake?.(id) ?? Promise.resolve(false) });
+  const proxy = createProxy({ index: { lookup: (id) => index.lookup(id) }, log, wake: (id) => wake?.(id) ?? Promise.resolve(false), exists: (id) => store.sandboxes.get(id) !== undefined });
   const dashboard = createDashboard({ dir: resolveDashboardDir(), api: () => api });
   const dispatcher = createDispatcher({ domain: config.domain, api: () => api, proxy, readiness: () => state, log, dashboard });
   const listener = createListener({ key: tls.key, cert: tls.cert, dispatcher, log });

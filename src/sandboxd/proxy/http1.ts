@@ -100,7 +100,11 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
     settled = true;
     done(what);
   };
-  const upReq = upstreamRequest(req.method, up, up.tls ? agents.tls : agents.plain);
+  // A request with no body can be sent again: once, when a kept-alive socket it was given turns
+  // out to be closed by the sandbox's server (reset or broken pipe before any answer), as Node's
+  // documentation advises; otherwise such a race would read as "port is not open".
+  const replayable = (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") && !req.headers["transfer-encoding"] && (req.headers["content-length"] ?? "0") === "0";
+  let upReq: ClientRequest;
   /** The upstream's answer is unusable: 502 if the client's answer has not begun, else cut it. */
   const fail = (err?: unknown) => {
     upReq.destroy();
@@ -115,41 +119,58 @@ export function forwardHttp1(req: AnyRequest, res: AnyResponse, up: Upstream, ag
       finish(res.statusCode);
     }
   };
-  upReq.on("socket", (s) => connectTimeout(s, limits.connectTimeoutMs));
-  upReq.on("error", guarded(fail, (err: Error) => fail(err)));
-  upReq.on("information", guarded(fail, () => {
-    if (++informational > MAX_INFORMATIONAL) fail();
-  }));
-  // A 101 to a request that asked for no upgrade: Node hands over the socket; it is not HTTP any more.
-  upReq.on("upgrade", guarded(fail, (_res: IncomingMessage, socket: Socket) => {
-    responded = true;
-    socket.destroy();
-    fail();
-  }));
-  // The connection went away with no answer and no error (e.g. after an unasked-for 101).
-  upReq.on("close", guarded(fail, () => {
-    if (!responded && !answered) fail();
-  }));
-  upReq.on("response", guarded(fail, (upRes: IncomingMessage) => {
-    responded = true;
-    upRes.on("error", guarded(fail, () => fail()));
-    if (!startAnswer(res, upRes.statusCode, upRes.headers)) {
-      upRes.destroy();
-      return fail();
-    }
-    upRes.pipe(res as NodeJS.WritableStream, { end: false });
-    upRes.on("end", guarded(fail, () => {
-      const trailers = relayableTrailers(upRes.trailers);
-      if (Object.keys(trailers).length > 0) res.addTrailers(trailers as Record<string, string>);
-      answered = true;
-      res.end();
-      finish(upRes.statusCode ?? 502);
+  const open = (isRetry: boolean): ClientRequest => {
+    const r = upstreamRequest(req.method, up, up.tls ? agents.tls : agents.plain);
+    /** A handler of this attempt's events: nothing once a retry replaced it. */
+    const mine = <A extends unknown[]>(fn: (...a: A) => void) => guarded(fail, (...a: A) => {
+      if (r === upReq) fn(...a);
+    });
+    r.on("socket", (s) => connectTimeout(s, limits.connectTimeoutMs));
+    r.on("error", mine((err: Error) => {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (!isRetry && replayable && !responded && r.reusedSocket && (code === "ECONNRESET" || code === "EPIPE")) {
+        upReq = open(true);
+        upReq.end();
+        return;
+      }
+      fail(err);
     }));
-    // A body cut short (reset, closed before its length) is the upstream's failure, not an end.
-    upRes.on("close", guarded(fail, () => {
-      if (!upRes.complete && !answered) fail();
+    r.on("information", mine(() => {
+      if (++informational > MAX_INFORMATIONAL) fail();
     }));
-  }));
+    // A 101 to a request that asked for no upgrade: Node hands over the socket; it is not HTTP any more.
+    r.on("upgrade", mine((_res: IncomingMessage, socket: Socket) => {
+      responded = true;
+      socket.destroy();
+      fail();
+    }));
+    // The connection went away with no answer and no error (e.g. after an unasked-for 101).
+    r.on("close", mine(() => {
+      if (!responded && !answered) fail();
+    }));
+    r.on("response", mine((upRes: IncomingMessage) => {
+      responded = true;
+      upRes.on("error", guarded(fail, () => fail()));
+      if (!startAnswer(res, upRes.statusCode, upRes.headers)) {
+        upRes.destroy();
+        return fail();
+      }
+      upRes.pipe(res as NodeJS.WritableStream, { end: false });
+      upRes.on("end", guarded(fail, () => {
+        const trailers = relayableTrailers(upRes.trailers);
+        if (Object.keys(trailers).length > 0) res.addTrailers(trailers as Record<string, string>);
+        answered = true;
+        res.end();
+        finish(upRes.statusCode ?? 502);
+      }));
+      // A body cut short (reset, closed before its length) is the upstream's failure, not an end.
+      upRes.on("close", guarded(fail, () => {
+        if (!upRes.complete && !answered) fail();
+      }));
+    }));
+    return r;
+  };
+  upReq = open(false);
   // A client that goes away mid-request or mid-answer takes the upstream request with it.
   res.on("close", () => {
     if (!answered) upReq.destroy();

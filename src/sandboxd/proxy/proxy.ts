@@ -40,7 +40,14 @@ const SWEEP_EVERY_MS = 5_000;
  * resumes a paused sandbox whose index entry says traffic resumes it (true once it runs): its
  * requests wait for that, then go on as any other.
  */
-export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Partial<ProxyLimits>; wake?: (sandboxID: string) => Promise<boolean> }): Proxy {
+export function createProxy(opts: {
+  index: RouteIndex;
+  log: Logger;
+  limits?: Partial<ProxyLimits>;
+  wake?: (sandboxID: string) => Promise<boolean>;
+  /** Whether a sandbox the index does not route still exists (paused): its clients' connections are kept for its resume. Default: routed. */
+  exists?: (sandboxID: string) => boolean;
+}): Proxy {
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { index, log } = opts;
   const agents = createAgents(limits);
@@ -51,7 +58,9 @@ export function createProxy(opts: { index: RouteIndex; log: Logger; limits?: Par
   const sweep = () => {
     sweepAgents(agents, routed);
     pool.sweep(routed);
-    clients.sweep(routed);
+    // a client keeps its connection to a paused sandbox's host and sends on it after a resume: a
+    // GOAWAY then would fail the request the client is sending, so only a sandbox that is gone loses them
+    clients.sweep((id) => routed(id) || (opts.exists?.(id) ?? false));
   };
   const sweeper = setInterval(sweep, SWEEP_EVERY_MS);
   sweeper.unref();

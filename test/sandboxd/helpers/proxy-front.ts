@@ -40,13 +40,13 @@ export interface Answer {
 }
 
 /** Starts the front on a free port with a fresh CA in a temp dir. */
-export async function startFront(opts: { limits?: Partial<ProxyLimits>; api?: ApiHandler; ready?: () => boolean } = {}): Promise<Front> {
+export async function startFront(opts: { limits?: Partial<ProxyLimits>; api?: ApiHandler; ready?: () => boolean; exists?: (id: string) => boolean } = {}): Promise<Front> {
   const dir = mkdtempSync(join(tmpdir(), "sandboxd-front-"));
   const log = createJsonLogger({ level: process.env.SANDBOXD_TEST_LOG ?? "silent", fd: 2, name: "test" });
   const tls = await ensureTls(dir, DOMAIN, log);
   const ca = readFileSync(tls.caFile);
   const targets = new Map<string, RouteTarget>();
-  const proxy = createProxy({ index: { lookup: (id) => targets.get(id) }, log, limits: opts.limits });
+  const proxy = createProxy({ index: { lookup: (id) => targets.get(id) }, log, limits: opts.limits, exists: opts.exists });
   const dispatcher = createDispatcher({
     domain: DOMAIN,
     api: () => opts.api,

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { createServer, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { DOMAIN, startFront, target, type Front } from "../helpers/proxy-front.js";
 import { closedPort, startHttp1Target } from "../helpers/targets.js";
@@ -178,5 +179,34 @@ describe("proxy error answers", () => {
     s.close();
     const ok = await front.h1(host(envd.port, "irunning"), "/health");
     assert.equal(ok.status, 200);
+  });
+
+  test("a kept-alive upstream socket the sandbox's server resets at the next request: a GET is sent again on a new one (once), a POST is a 502", async () => {
+    // answers the first request on each connection (keep-alive), resets the connection at the second
+    let connections = 0;
+    const server = createServer((sock: Socket) => {
+      connections++;
+      let seen = 0;
+      sock.on("data", () => {
+        if (++seen === 1) sock.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok");
+        else sock.resetAndDestroy();
+      });
+      sock.on("error", () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      front.targets.set("iresets", target("iresets", port));
+      const h = host(port, "iresets");
+      assert.equal((await front.h1(h, "/a")).status, 200);
+      const again = await front.h1(h, "/b");
+      assert.deepEqual([again.status, again.body.toString()], [200, "ok"], "the GET went out again on a new connection");
+      assert.equal(connections, 2);
+      const post = await front.h1(h, "/c", { method: "POST", body: "x" });
+      assert.equal(post.status, 502, "a request with a body is not sent twice");
+    } finally {
+      front.targets.delete("iresets");
+      server.close();
+    }
   });
 });

@@ -15,6 +15,9 @@ function openSockets(server: { on(e: "connection", fn: (s: Socket) => void): unk
   return open;
 }
 
+/** Sandboxes the test says are paused: not routed, but not gone. */
+const paused = new Set<string>();
+
 describe("the proxy forgets a sandbox the index no longer routes: its upstream pools and its clients' connections", () => {
   let front: Front;
   let h1: Awaited<ReturnType<typeof startHttp1Target>>;
@@ -27,7 +30,7 @@ describe("the proxy forgets a sandbox the index no longer routes: its upstream p
     h2c = await startH2cTarget();
     h1Open = openSockets(h1.server);
     h2Open = openSockets(h2c.server);
-    front = await startFront();
+    front = await startFront({ exists: (id) => paused.has(id) || front.targets.has(id) });
   });
   after(async () => {
     await front.close();
@@ -92,5 +95,24 @@ describe("the proxy forgets a sandbox the index no longer routes: its upstream p
     assert.equal((await front.h2(both, host(h2c.port, "isbxnew"), "/seen")).status, 200);
     for (const s of [live, both]) s.close();
     agent.destroy();
+  });
+
+  test("a paused sandbox's client connections are kept through sweeps (the client sends on them after a resume), and closed once it is gone", async () => {
+    const host = `${h2c.port}-isbxpaused.${DOMAIN}:${front.port}`;
+    front.targets.set("isbxpaused", target("isbxpaused", h2c.port));
+    const client = front.h2session();
+    assert.equal((await front.h2(client, host, "/seen")).status, 200);
+    front.targets.delete("isbxpaused");
+    paused.add("isbxpaused");
+    front.proxy.sweep();
+    front.proxy.sweep();
+    assert.equal(client.closed || client.destroyed, false, "a paused sandbox's connection stays");
+    front.targets.set("isbxpaused", target("isbxpaused", h2c.port));
+    paused.delete("isbxpaused");
+    assert.equal((await front.h2(client, host, "/seen")).status, 200, "after the resume the same connection serves");
+    front.targets.delete("isbxpaused");
+    const closed = once(client, "close");
+    front.proxy.sweep();
+    await closed;
   });
 });
